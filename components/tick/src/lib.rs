@@ -1,0 +1,50 @@
+//! `POST /tick/{job}`: runs one scheduled job as async code.
+//!
+//! Scheduled work cannot run inside a cron export: the cron plugin's export
+//! is a sync `func`, and a sync export that waits on Postgres traps under
+//! WASI 0.3. So every job is an authenticated HTTP tick. The `mneme` runner's
+//! cron trigger calls it on schedule; on another platform any scheduler can
+//! (`curl -X POST -H "Authorization: Bearer $CRON_TOKEN" …/tick/heartbeat`).
+
+spin_sdk::wit_bindgen::generate!({
+    path: ["../../wit/types", "../../wit/store", "../../wit/entries"],
+    world: "mneme:entries/tick",
+    runtime_path: "::spin_sdk::wit_bindgen::rt",
+    generate_all,
+});
+
+use mneme::store::store;
+use mneme_http::{ApiError, json, require_bearer};
+use serde_json::json;
+use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
+use spin_sdk::http_service;
+
+#[http_service]
+async fn handle(req: Request) -> impl IntoResponse {
+    let token = spin_sdk::variables::get("cron_token").await.ok();
+    if let Err(e) = require_bearer(req.headers(), token.as_deref(), "cron_token") {
+        return e.into_response();
+    }
+    if req.method() != Method::POST {
+        return ApiError::method_not_allowed("POST").into_response();
+    }
+    let job = req.uri().path().strip_prefix("/tick/").unwrap_or("").to_string();
+    let started = now_ms();
+    let outcome = match job.as_str() {
+        "migrate" => store::migrate().await.map(|applied| {
+            json!({ "applied": applied.iter().map(|m| json!({"version": m.version, "name": m.name})).collect::<Vec<_>>() })
+        }),
+        "heartbeat" => store::heartbeat("heartbeat".into(), started).await.map(|n| json!({ "beats": n })),
+        _ => return ApiError::not_found(format!("no scheduled job named `{job}`; jobs: migrate, heartbeat")).into_response(),
+    };
+    match outcome {
+        Ok(result) => {
+            json(StatusCode::OK, &json!({ "job": job, "took_ms": now_ms().saturating_sub(started), "result": result }))
+        }
+        Err(e) => ApiError::from_stage(&e.code, e.message).into_response(),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}

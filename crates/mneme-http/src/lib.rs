@@ -1,0 +1,168 @@
+//! The HTTP conventions every Mneme entry component follows.
+//!
+//! Errors are JSON `{"error": {"code", "message"}}` so a caller can branch on
+//! `code` and show `message`. Secrets are compared in constant time, and an
+//! endpoint whose secret variable is unset answers 503 rather than opening
+//! up. Everything here is pure and works on `http` crate types, so it is
+//! tested natively and shared by every entry component.
+
+use http::{HeaderMap, Response, StatusCode, header};
+use serde::Serialize;
+
+/// The body of every error response.
+#[derive(Debug, Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorDetail<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct ErrorDetail<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+/// An error the caller can act on: an HTTP status, a stable code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { status, code: code.into(), message: message.into() }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", message)
+    }
+
+    pub fn method_not_allowed(allowed: &str) -> Self {
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", format!("use {allowed}"))
+    }
+
+    /// Maps a stage failure (its `code` slug) to the status the caller sees.
+    pub fn from_stage(code: &str, message: impl Into<String>) -> Self {
+        let status = match code {
+            "conflict" => StatusCode::CONFLICT,
+            "invalid" | "bad-request" => StatusCode::BAD_REQUEST,
+            "not-found" => StatusCode::NOT_FOUND,
+            "store-unavailable" | "model-unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, code, message)
+    }
+
+    pub fn into_response(self) -> Response<String> {
+        let body =
+            serde_json::to_string(&ErrorBody { error: ErrorDetail { code: &self.code, message: &self.message } })
+                .expect("error body serialises");
+        json_body(self.status, body)
+    }
+}
+
+/// A JSON response with `status`.
+pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<String> {
+    match serde_json::to_string(value) {
+        Ok(body) => json_body(status, body),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response(),
+    }
+}
+
+fn json_body(status: StatusCode, body: String) -> Response<String> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .expect("static response parts are valid")
+}
+
+/// Compares two secrets without an early exit on the first differing byte.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+/// Checks `Authorization: Bearer <secret>` against the configured secret.
+///
+/// `configured` is the value of the secret's Spin variable: `None` (unset or
+/// blank) answers 503 so a missing secret never leaves an endpoint open.
+pub fn require_bearer(headers: &HeaderMap, configured: Option<&str>, variable: &str) -> Result<(), ApiError> {
+    let expected = configured.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not-configured",
+            format!("the Spin variable `{variable}` is not set, so this endpoint is closed"),
+        )
+    })?;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "send `Authorization: Bearer <token>`")
+        })?;
+    if constant_time_eq(given.trim().as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the bearer token is not valid"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(auth: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(a) = auth {
+            h.insert(header::AUTHORIZATION, a.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn constant_time_eq_compares_content_and_length() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn bearer_rules_by_case() {
+        let cases: &[(Option<&str>, Option<&str>, Option<u16>)] = &[
+            (Some("Bearer k"), Some("k"), None),
+            (Some("Bearer k"), None, Some(503)),
+            (Some("Bearer k"), Some("  "), Some(503)),
+            (None, Some("k"), Some(401)),
+            (Some("Basic k"), Some("k"), Some(401)),
+            (Some("Bearer wrong"), Some("k"), Some(401)),
+        ];
+        for (given, configured, want) in cases {
+            let got = require_bearer(&headers(*given), *configured, "api_key").err().map(|e| e.status.as_u16());
+            assert_eq!(got, *want, "given {given:?}, configured {configured:?}");
+        }
+    }
+
+    #[test]
+    fn error_body_has_code_and_message() {
+        let r = ApiError::not_found("no route").into_response();
+        assert_eq!(r.status(), 404);
+        let v: serde_json::Value = serde_json::from_str(r.body()).unwrap();
+        assert_eq!(v["error"]["code"], "not-found");
+        assert_eq!(v["error"]["message"], "no route");
+    }
+
+    #[test]
+    fn stage_codes_map_to_statuses() {
+        assert_eq!(ApiError::from_stage("store-unavailable", "x").status, 503);
+        assert_eq!(ApiError::from_stage("conflict", "x").status, 409);
+        assert_eq!(ApiError::from_stage("bad-sql", "x").status, 500);
+    }
+}

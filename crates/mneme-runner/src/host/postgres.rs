@@ -1,0 +1,370 @@
+//! `spin:postgres/postgres@4.2.0` over tokio-postgres, with one connection
+//! pool per address (as Spin pools them). The address must be allowed by
+//! `allowed_outbound_hosts` as `postgres://host:port`. A connection that goes
+//! back to the pool is rolled back first, so a guest that dropped its
+//! connection mid-transaction cannot leave a transaction open for the next.
+//!
+//! TLS is not offered: `sslmode=disable` or `prefer` (the default) connect
+//! in plain text; `sslmode=require` fails with a clear error.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::types::{ToSql, Type};
+use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
+
+use super::spin::postgres::postgres::{
+    Column, DbDataType, DbError, DbValue, Error, HostConnection, HostConnectionBuilder, HostConnectionBuilderWithStore,
+    HostConnectionWithStore, ParameterValue, QueryError, RowSet,
+};
+use super::{Spin, SpinView, with_view};
+
+/// Pools keyed by connection address.
+#[derive(Default)]
+pub struct PgPools {
+    pools: Mutex<HashMap<String, Pool>>,
+}
+
+impl PgPools {
+    fn pool(&self, address: &str) -> Result<Pool, Error> {
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = pools.get(address) {
+            return Ok(p.clone());
+        }
+        let config = tokio_postgres::Config::from_str(address)
+            .map_err(|e| Error::ConnectionFailed(format!("invalid address: {e}")))?;
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(Error::ConnectionFailed(
+                "sslmode=require is not supported by the mneme runner; use sslmode=disable on a trusted network".into(),
+            ));
+        }
+        let mgr = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Custom("ROLLBACK".into()) },
+        );
+        let pool = Pool::builder(mgr).max_size(16).build().map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+        pools.insert(address.to_string(), pool.clone());
+        Ok(pool)
+    }
+}
+
+/// Checks the address against `allowed_outbound_hosts`.
+fn allowed(v: &SpinView<'_>, address: &str) -> Result<(), Error> {
+    let config = tokio_postgres::Config::from_str(address)
+        .map_err(|e| Error::ConnectionFailed(format!("invalid address: {e}")))?;
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    for host in config.get_hosts() {
+        let name = match host {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        };
+        if !v.ctx.caps.allowed_hosts.allows("postgres", &name, port) {
+            tracing_warn(&v.ctx.caps.component, &format!("postgres://{name}:{port}"));
+            return Err(Error::ConnectionFailed(format!(
+                "Outbound network destination not allowed: postgres://{name}:{port}; add it to allowed_outbound_hosts"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn tracing_warn(component: &str, destination: &str) {
+    eprintln!("component {component}: outbound network destination not allowed: {destination}");
+}
+
+/// An open pooled connection.
+#[derive(Clone)]
+pub struct PgHandle {
+    client: Arc<deadpool_postgres::Object>,
+}
+
+/// A connection builder (`connection-builder` resource).
+pub struct PgBuilder {
+    address: String,
+}
+
+impl PgBuilder {
+    pub fn new(address: String) -> Self {
+        Self { address }
+    }
+}
+
+async fn connect(pools: &PgPools, address: &str) -> Result<PgHandle, Error> {
+    let pool = pools.pool(address)?;
+    let client = pool.get().await.map_err(|e| Error::ConnectionFailed(format!("{e}")))?;
+    Ok(PgHandle { client: Arc::new(client) })
+}
+
+fn params(values: &[ParameterValue]) -> Result<Vec<Box<dyn ToSql + Sync + Send>>, Error> {
+    values
+        .iter()
+        .map(|p| -> Result<Box<dyn ToSql + Sync + Send>, Error> {
+            Ok(match p {
+                ParameterValue::Boolean(v) => Box::new(*v),
+                ParameterValue::Int8(v) => Box::new(*v),
+                ParameterValue::Int16(v) => Box::new(*v),
+                ParameterValue::Int32(v) => Box::new(*v),
+                ParameterValue::Int64(v) => Box::new(*v),
+                ParameterValue::Floating32(v) => Box::new(*v),
+                ParameterValue::Floating64(v) => Box::new(*v),
+                ParameterValue::Str(v) => Box::new(v.clone()),
+                ParameterValue::Binary(v) => Box::new(v.clone()),
+                ParameterValue::Jsonb(v) => Box::new(
+                    serde_json::from_slice::<serde_json::Value>(v)
+                        .map_err(|e| Error::BadParameter(format!("jsonb: {e}")))?,
+                ),
+                ParameterValue::Timestamp(v) => Box::new(
+                    chrono::DateTime::from_timestamp(*v, 0)
+                        .ok_or_else(|| Error::BadParameter("timestamp out of range".into()))?
+                        .naive_utc(),
+                ),
+                ParameterValue::DbNull => Box::new(None::<String>),
+                other => {
+                    return Err(Error::BadParameter(format!(
+                        "parameter type not supported by the mneme runner: {other:?}"
+                    )));
+                }
+            })
+        })
+        .collect()
+}
+
+fn data_type(t: &Type) -> DbDataType {
+    match *t {
+        Type::BOOL => DbDataType::Boolean,
+        Type::CHAR => DbDataType::Int8,
+        Type::INT2 => DbDataType::Int16,
+        Type::INT4 => DbDataType::Int32,
+        Type::INT8 => DbDataType::Int64,
+        Type::FLOAT4 => DbDataType::Floating32,
+        Type::FLOAT8 => DbDataType::Floating64,
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => DbDataType::Str,
+        Type::BYTEA => DbDataType::Binary,
+        Type::JSONB | Type::JSON => DbDataType::Jsonb,
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => DbDataType::Datetime,
+        Type::DATE => DbDataType::Date,
+        _ => DbDataType::Other(t.name().to_string()),
+    }
+}
+
+fn value(row: &tokio_postgres::Row, i: usize) -> Result<DbValue, Error> {
+    use chrono::{Datelike, Timelike};
+    let t = row.columns()[i].type_().clone();
+    let conv = |e: tokio_postgres::Error| Error::ValueConversionFailed(format!("column {i}: {e}"));
+    macro_rules! get {
+        ($ty:ty, $variant:expr) => {
+            row.try_get::<_, Option<$ty>>(i).map_err(conv)?.map_or(DbValue::DbNull, $variant)
+        };
+    }
+    Ok(match t {
+        Type::BOOL => get!(bool, DbValue::Boolean),
+        Type::CHAR => get!(i8, DbValue::Int8),
+        Type::INT2 => get!(i16, DbValue::Int16),
+        Type::INT4 => get!(i32, DbValue::Int32),
+        Type::INT8 => get!(i64, DbValue::Int64),
+        Type::FLOAT4 => get!(f32, DbValue::Floating32),
+        Type::FLOAT8 => get!(f64, DbValue::Floating64),
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => get!(String, DbValue::Str),
+        Type::BYTEA => get!(Vec<u8>, DbValue::Binary),
+        Type::JSONB | Type::JSON => {
+            get!(serde_json::Value, |j: serde_json::Value| DbValue::Jsonb(j.to_string().into_bytes()))
+        }
+        Type::TIMESTAMP => get!(chrono::NaiveDateTime, |d: chrono::NaiveDateTime| DbValue::Datetime((
+            d.year(),
+            d.month() as u8,
+            d.day() as u8,
+            d.hour() as u8,
+            d.minute() as u8,
+            d.second() as u8,
+            d.nanosecond()
+        ))),
+        Type::TIMESTAMPTZ => {
+            get!(chrono::DateTime<chrono::Utc>, |d: chrono::DateTime<chrono::Utc>| DbValue::Datetime((
+                d.year(),
+                d.month() as u8,
+                d.day() as u8,
+                d.hour() as u8,
+                d.minute() as u8,
+                d.second() as u8,
+                d.nanosecond()
+            )))
+        }
+        Type::DATE => {
+            get!(chrono::NaiveDate, |d: chrono::NaiveDate| DbValue::Date((d.year(), d.month() as u8, d.day() as u8)))
+        }
+        Type::VOID => DbValue::DbNull,
+        _ => DbValue::Unsupported(Vec::new()),
+    })
+}
+
+fn query_error(e: tokio_postgres::Error) -> Error {
+    if let Some(db) = e.as_db_error() {
+        return Error::QueryFailed(QueryError::DbError(DbError {
+            as_text: db.to_string(),
+            severity: db.severity().to_string(),
+            code: db.code().code().to_string(),
+            message: db.message().to_string(),
+            detail: db.detail().map(str::to_string),
+            extras: Vec::new(),
+        }));
+    }
+    if e.is_closed() {
+        return Error::ConnectionFailed(e.to_string());
+    }
+    Error::QueryFailed(QueryError::Text(e.to_string()))
+}
+
+impl PgHandle {
+    async fn query(&self, sql: &str, values: &[ParameterValue]) -> Result<RowSet, Error> {
+        let boxed = params(values)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+        let stmt = self.client.prepare(sql).await.map_err(query_error)?;
+        let columns = stmt
+            .columns()
+            .iter()
+            .map(|c| Column { name: c.name().to_string(), data_type: data_type(c.type_()) })
+            .collect();
+        let rows = self.client.query(&stmt, &refs).await.map_err(query_error)?;
+        let rows = rows.iter().map(|r| (0..r.len()).map(|i| value(r, i)).collect()).collect::<Result<Vec<_>, _>>()?;
+        Ok(RowSet { columns, rows })
+    }
+
+    async fn execute(&self, sql: &str, values: &[ParameterValue]) -> Result<u64, Error> {
+        let boxed = params(values)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+        self.client.execute(sql, &refs).await.map_err(query_error)
+    }
+}
+
+fn handle<T>(accessor: &Accessor<T, Spin>, res: &Resource<PgHandle>) -> wasmtime::Result<PgHandle> {
+    with_view!(accessor, |v| Ok(v.table.get(res)?.clone()))
+}
+
+async fn open_with<T>(
+    accessor: &Accessor<T, Spin>,
+    address: String,
+) -> wasmtime::Result<Result<Resource<PgHandle>, Error>> {
+    let services = with_view!(accessor, |v| allowed(&v, &address).map(|_| v.ctx.services.clone()));
+    let services = match services {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    match connect(&services.pg, &address).await {
+        Ok(h) => with_view!(accessor, |v| Ok(Ok(v.table.push(h)?))),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+impl<T> HostConnectionWithStore<T> for Spin {
+    async fn open_async(
+        accessor: &Accessor<T, Self>,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<PgHandle>, Error>> {
+        open_with(accessor, address).await
+    }
+
+    async fn query_async(
+        accessor: &Accessor<T, Self>,
+        this: Resource<PgHandle>,
+        statement: String,
+        params: Vec<ParameterValue>,
+    ) -> wasmtime::Result<Result<(Vec<Column>, StreamReader<Vec<DbValue>>, FutureReader<Result<(), Error>>), Error>>
+    {
+        let result = handle(accessor, &this)?.query(&statement, &params).await;
+        let RowSet { columns, rows } = match result {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        accessor.with(|mut access| {
+            let stream = StreamReader::new(&mut access, rows)?;
+            let done = FutureReader::new(&mut access, async { wasmtime::error::Ok(Ok(())) })?;
+            Ok(Ok((columns, stream, done)))
+        })
+    }
+
+    async fn execute_async(
+        accessor: &Accessor<T, Self>,
+        this: Resource<PgHandle>,
+        statement: String,
+        params: Vec<ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, Error>> {
+        Ok(handle(accessor, &this)?.execute(&statement, &params).await)
+    }
+}
+
+impl<T> HostConnectionBuilderWithStore<T> for Spin {
+    async fn build_async(
+        accessor: &Accessor<T, Self>,
+        this: Resource<PgBuilder>,
+    ) -> wasmtime::Result<Result<Resource<PgHandle>, Error>> {
+        let address = with_view!(accessor, |v| Ok::<_, wasmtime::Error>(v.table.get(&this)?.address.clone()))?;
+        open_with(accessor, address).await
+    }
+}
+
+impl HostConnectionBuilder for SpinView<'_> {
+    async fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgBuilder>> {
+        Ok(self.table.push(PgBuilder { address })?)
+    }
+
+    async fn set_ca_root(
+        &mut self,
+        _this: Resource<PgBuilder>,
+        _certificate: String,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        Ok(Err(Error::Other("custom CA roots need TLS, which the mneme runner does not offer".into())))
+    }
+
+    async fn build(&mut self, this: Resource<PgBuilder>) -> wasmtime::Result<Result<Resource<PgHandle>, Error>> {
+        let address = self.table.get(&this)?.address.clone();
+        self.open(address).await
+    }
+
+    async fn drop(&mut self, rep: Resource<PgBuilder>) -> wasmtime::Result<()> {
+        self.table.delete(rep)?;
+        Ok(())
+    }
+}
+
+impl HostConnection for SpinView<'_> {
+    async fn open(&mut self, address: String) -> wasmtime::Result<Result<Resource<PgHandle>, Error>> {
+        if let Err(e) = allowed(self, &address) {
+            return Ok(Err(e));
+        }
+        match connect(&self.ctx.services.pg, &address).await {
+            Ok(h) => Ok(Ok(self.table.push(h)?)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn query(
+        &mut self,
+        this: Resource<PgHandle>,
+        statement: String,
+        params: Vec<ParameterValue>,
+    ) -> wasmtime::Result<Result<RowSet, Error>> {
+        let h = self.table.get(&this)?.clone();
+        Ok(h.query(&statement, &params).await)
+    }
+
+    async fn execute(
+        &mut self,
+        this: Resource<PgHandle>,
+        statement: String,
+        params: Vec<ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, Error>> {
+        let h = self.table.get(&this)?.clone();
+        Ok(h.execute(&statement, &params).await)
+    }
+
+    async fn drop(&mut self, rep: Resource<PgHandle>) -> wasmtime::Result<()> {
+        self.table.delete(rep)?;
+        Ok(())
+    }
+}
+
+impl super::spin::postgres::postgres::Host for SpinView<'_> {}

@@ -1,0 +1,193 @@
+//! `spin:redis/redis@3.0.0` (outbound Redis) over the `redis` crate, with
+//! one multiplexed, reconnecting connection per address. The address must
+//! be allowed by `allowed_outbound_hosts`; otherwise `open` fails with
+//! `invalid-address`, as in Spin.
+
+use std::collections::HashMap;
+
+use ::redis::aio::ConnectionManager;
+use tokio::sync::Mutex;
+use wasmtime::component::{Accessor, Resource};
+
+use super::spin::redis::redis::{Error, HostConnection, HostConnectionWithStore, RedisParameter, RedisResult};
+use super::{Spin, SpinView, with_view};
+
+#[derive(Default)]
+pub struct RedisPools {
+    conns: Mutex<HashMap<String, ConnectionManager>>,
+}
+
+impl RedisPools {
+    async fn get(&self, address: &str) -> Result<ConnectionManager, Error> {
+        let mut conns = self.conns.lock().await;
+        if let Some(c) = conns.get(address) {
+            return Ok(c.clone());
+        }
+        let client = ::redis::Client::open(address).map_err(|_| Error::InvalidAddress)?;
+        let cfg = ::redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(std::time::Duration::from_secs(2))
+            .set_number_of_retries(1);
+        let mgr = ConnectionManager::new_with_config(client, cfg)
+            .await
+            .map_err(|e| Error::Other(format!("connecting to Redis: {e}")))?;
+        conns.insert(address.to_string(), mgr.clone());
+        Ok(mgr)
+    }
+}
+
+#[derive(Clone)]
+pub struct RedisHandle {
+    conn: ConnectionManager,
+}
+
+fn other(e: ::redis::RedisError) -> Error {
+    if e.kind() == ::redis::ErrorKind::TypeError { Error::TypeError } else { Error::Other(e.to_string()) }
+}
+
+fn to_result(v: ::redis::Value) -> Vec<RedisResult> {
+    use ::redis::Value as V;
+    match v {
+        V::Nil => vec![RedisResult::Nil],
+        V::Int(i) => vec![RedisResult::Int64(i)],
+        V::BulkString(b) => vec![RedisResult::Binary(b)],
+        V::SimpleString(s) => vec![RedisResult::Status(s)],
+        V::Okay => vec![RedisResult::Status("OK".into())],
+        V::Array(items) | V::Set(items) => items.into_iter().flat_map(to_result).collect(),
+        V::Double(d) => vec![RedisResult::Binary(d.to_string().into_bytes())],
+        V::Boolean(b) => vec![RedisResult::Int64(i64::from(b))],
+        V::Map(pairs) => pairs.into_iter().flat_map(|(k, v)| to_result(k).into_iter().chain(to_result(v))).collect(),
+        V::VerbatimString { text, .. } => vec![RedisResult::Binary(text.into_bytes())],
+        V::BigNumber(n) => vec![RedisResult::Binary(n.to_string().into_bytes())],
+        V::Attribute { data, .. } => to_result(*data),
+        V::Push { data, .. } => data.into_iter().flat_map(to_result).collect(),
+        V::ServerError(e) => vec![RedisResult::Status(format!("{e:?}"))],
+    }
+}
+
+impl RedisHandle {
+    async fn cmd<R: ::redis::FromRedisValue>(&self, cmd: ::redis::Cmd) -> Result<R, Error> {
+        let mut c = self.conn.clone();
+        cmd.query_async(&mut c).await.map_err(other)
+    }
+}
+
+fn handle<T>(accessor: &Accessor<T, Spin>, res: &Resource<RedisHandle>) -> wasmtime::Result<RedisHandle> {
+    with_view!(accessor, |v| Ok(v.table.get(res)?.clone()))
+}
+
+impl<T> HostConnectionWithStore<T> for Spin {
+    async fn open(
+        accessor: &Accessor<T, Self>,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<RedisHandle>, Error>> {
+        let services = with_view!(accessor, |v| {
+            if v.ctx.caps.allowed_hosts.allows_url(&address) {
+                Some(v.ctx.services.clone())
+            } else {
+                super::postgres::tracing_warn(&v.ctx.caps.component, &address);
+                None
+            }
+        });
+        let Some(services) = services else { return Ok(Err(Error::InvalidAddress)) };
+        match services.redis.get(&address).await {
+            Ok(conn) => with_view!(accessor, |v| Ok(Ok(v.table.push(RedisHandle { conn })?))),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn publish(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        channel: String,
+        payload: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        Ok(handle(accessor, &this)?
+            .cmd::<i64>(::redis::cmd("PUBLISH").arg(channel).arg(payload).clone())
+            .await
+            .map(drop))
+    }
+
+    async fn get(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        key: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
+        Ok(handle(accessor, &this)?.cmd(::redis::cmd("GET").arg(key).clone()).await)
+    }
+
+    async fn set(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        key: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        Ok(handle(accessor, &this)?.cmd::<()>(::redis::cmd("SET").arg(key).arg(value).clone()).await)
+    }
+
+    async fn incr(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        key: String,
+    ) -> wasmtime::Result<Result<i64, Error>> {
+        Ok(handle(accessor, &this)?.cmd(::redis::cmd("INCR").arg(key).clone()).await)
+    }
+
+    async fn del(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        keys: Vec<String>,
+    ) -> wasmtime::Result<Result<u32, Error>> {
+        Ok(handle(accessor, &this)?.cmd(::redis::cmd("DEL").arg(keys).clone()).await)
+    }
+
+    async fn sadd(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        key: String,
+        values: Vec<String>,
+    ) -> wasmtime::Result<Result<u32, Error>> {
+        Ok(handle(accessor, &this)?.cmd(::redis::cmd("SADD").arg(key).arg(values).clone()).await)
+    }
+
+    async fn smembers(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        key: String,
+    ) -> wasmtime::Result<Result<Vec<String>, Error>> {
+        Ok(handle(accessor, &this)?.cmd(::redis::cmd("SMEMBERS").arg(key).clone()).await)
+    }
+
+    async fn srem(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        key: String,
+        values: Vec<String>,
+    ) -> wasmtime::Result<Result<u32, Error>> {
+        Ok(handle(accessor, &this)?.cmd(::redis::cmd("SREM").arg(key).arg(values).clone()).await)
+    }
+
+    async fn execute(
+        accessor: &Accessor<T, Self>,
+        this: Resource<RedisHandle>,
+        command: String,
+        arguments: Vec<RedisParameter>,
+    ) -> wasmtime::Result<Result<Vec<RedisResult>, Error>> {
+        let mut cmd = ::redis::cmd(&command);
+        for a in arguments {
+            match a {
+                RedisParameter::Int64(i) => cmd.arg(i),
+                RedisParameter::Binary(b) => cmd.arg(b),
+            };
+        }
+        Ok(handle(accessor, &this)?.cmd::<::redis::Value>(cmd).await.map(to_result))
+    }
+}
+
+impl HostConnection for SpinView<'_> {
+    async fn drop(&mut self, rep: Resource<RedisHandle>) -> wasmtime::Result<()> {
+        self.table.delete(rep)?;
+        Ok(())
+    }
+}
+
+impl super::spin::redis::redis::Host for SpinView<'_> {}

@@ -1,0 +1,192 @@
+//! `spin:sqlite/sqlite@3.1.0` over in-process SQLite files (rusqlite).
+//!
+//! Each `open` gets its own connection, so one instance's transaction never
+//! leaks into another's; connections wait up to 5 s on a locked database
+//! (WAL mode lets readers proceed meanwhile). Statements run on tokio's
+//! blocking pool and stream their rows back as Spin's `execute-async` does.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
+
+use super::spin::sqlite::sqlite::{Error, HostConnection, HostConnectionWithStore, QueryResult, RowResult, Value};
+use super::{Spin, SpinView, with_view};
+
+/// A configured database file.
+pub struct SqliteDb {
+    path: PathBuf,
+}
+
+impl SqliteDb {
+    pub fn new(path: &Path) -> anyhow::Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let conn =
+            rusqlite::Connection::open(path).with_context(|| format!("opening SQLite database {}", path.display()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        Ok(Self { path: path.to_path_buf() })
+    }
+
+    fn connect(&self) -> Result<rusqlite::Connection, Error> {
+        let c = rusqlite::Connection::open(&self.path).map_err(|e| Error::Io(e.to_string()))?;
+        c.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| Error::Io(e.to_string()))?;
+        Ok(c)
+    }
+}
+
+/// An open connection.
+#[derive(Clone)]
+pub struct SqliteHandle {
+    conn: Arc<Mutex<rusqlite::Connection>>,
+}
+
+impl SqliteHandle {
+    async fn run(&self, sql: String, params: Vec<Value>) -> Result<QueryResult, Error> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || execute(&conn.lock().unwrap_or_else(|p| p.into_inner()), &sql, params))
+            .await
+            .map_err(|e| Error::Io(e.to_string()))?
+    }
+
+    async fn with<R: Send + 'static>(&self, f: impl FnOnce(&rusqlite::Connection) -> R + Send + 'static) -> R {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || f(&conn.lock().unwrap_or_else(|p| p.into_inner())))
+            .await
+            .expect("sqlite task panicked")
+    }
+}
+
+fn to_sql(v: Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match v {
+        Value::Integer(i) => V::Integer(i),
+        Value::Real(f) => V::Real(f),
+        Value::Text(s) => V::Text(s),
+        Value::Blob(b) => V::Blob(b),
+        Value::Null => V::Null,
+    }
+}
+
+fn from_sql(v: rusqlite::types::ValueRef<'_>) -> Value {
+    use rusqlite::types::ValueRef as V;
+    match v {
+        V::Null => Value::Null,
+        V::Integer(i) => Value::Integer(i),
+        V::Real(f) => Value::Real(f),
+        V::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        V::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+fn sql_error(e: rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DiskFull) => Error::DatabaseFull,
+        _ => Error::Io(e.to_string()),
+    }
+}
+
+fn execute(conn: &rusqlite::Connection, sql: &str, params: Vec<Value>) -> Result<QueryResult, Error> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_error)?;
+    let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_string).collect();
+    let params: Vec<rusqlite::types::Value> = params.into_iter().map(to_sql).collect();
+    let mut rows = stmt.query(rusqlite::params_from_iter(params)).map_err(sql_error)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sql_error)? {
+        let values = (0..columns.len())
+            .map(|i| row.get_ref(i).map(from_sql))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql_error)?;
+        out.push(RowResult { values });
+    }
+    Ok(QueryResult { columns, rows: out })
+}
+
+fn open_handle(v: &mut SpinView<'_>, database: &str) -> wasmtime::Result<Result<Resource<SqliteHandle>, Error>> {
+    if !v.ctx.caps.sqlite_databases.iter().any(|d| d == database) {
+        return Ok(Err(Error::AccessDenied));
+    }
+    let Some(db) = v.ctx.services.sqlite.get(database) else { return Ok(Err(Error::NoSuchDatabase)) };
+    let conn = match db.connect() {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e)),
+    };
+    Ok(Ok(v.table.push(SqliteHandle { conn: Arc::new(Mutex::new(conn)) })?))
+}
+
+fn handle<T>(accessor: &Accessor<T, Spin>, res: &Resource<SqliteHandle>) -> wasmtime::Result<SqliteHandle> {
+    with_view!(accessor, |v| Ok(v.table.get(res)?.clone()))
+}
+
+impl<T> HostConnectionWithStore<T> for Spin {
+    async fn open_async(
+        accessor: &Accessor<T, Self>,
+        database: String,
+    ) -> wasmtime::Result<Result<Resource<SqliteHandle>, Error>> {
+        with_view!(accessor, |v| open_handle(&mut { v }, &database))
+    }
+
+    async fn execute_async(
+        accessor: &Accessor<T, Self>,
+        this: Resource<SqliteHandle>,
+        statement: String,
+        parameters: Vec<Value>,
+    ) -> wasmtime::Result<Result<(Vec<String>, StreamReader<RowResult>, FutureReader<Result<(), Error>>), Error>> {
+        let result = handle(accessor, &this)?.run(statement, parameters).await;
+        let QueryResult { columns, rows } = match result {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        accessor.with(|mut access| {
+            let stream = StreamReader::new(&mut access, rows)?;
+            let done = FutureReader::new(&mut access, async { wasmtime::error::Ok(Ok(())) })?;
+            Ok(Ok((columns, stream, done)))
+        })
+    }
+
+    async fn last_insert_rowid_async(
+        accessor: &Accessor<T, Self>,
+        this: Resource<SqliteHandle>,
+    ) -> wasmtime::Result<i64> {
+        Ok(handle(accessor, &this)?.with(|c| c.last_insert_rowid()).await)
+    }
+
+    async fn changes_async(accessor: &Accessor<T, Self>, this: Resource<SqliteHandle>) -> wasmtime::Result<u64> {
+        Ok(handle(accessor, &this)?.with(|c| c.changes()).await)
+    }
+}
+
+impl HostConnection for SpinView<'_> {
+    async fn open(&mut self, database: String) -> wasmtime::Result<Result<Resource<SqliteHandle>, Error>> {
+        open_handle(self, &database)
+    }
+
+    async fn execute(
+        &mut self,
+        this: Resource<SqliteHandle>,
+        statement: String,
+        parameters: Vec<Value>,
+    ) -> wasmtime::Result<Result<QueryResult, Error>> {
+        let h = self.table.get(&this)?.clone();
+        Ok(h.run(statement, parameters).await)
+    }
+
+    async fn last_insert_rowid(&mut self, this: Resource<SqliteHandle>) -> wasmtime::Result<i64> {
+        let h = self.table.get(&this)?.clone();
+        Ok(h.with(|c| c.last_insert_rowid()).await)
+    }
+
+    async fn changes(&mut self, this: Resource<SqliteHandle>) -> wasmtime::Result<u64> {
+        let h = self.table.get(&this)?.clone();
+        Ok(h.with(|c| c.changes()).await)
+    }
+
+    async fn drop(&mut self, rep: Resource<SqliteHandle>) -> wasmtime::Result<()> {
+        self.table.delete(rep)?;
+        Ok(())
+    }
+}
+
+impl super::spin::sqlite::sqlite::Host for SpinView<'_> {}

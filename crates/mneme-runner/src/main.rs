@@ -1,0 +1,143 @@
+//! `mneme`: runs a Spin application (`spin.toml`, manifest v2) on wasmtime.
+//!
+//! `mneme up` takes `spin up`'s flags and serves the same components with
+//! Spin's host interfaces and semantics; `mneme build` runs each
+//! component's build command as `spin build` does.
+
+mod app;
+mod compose;
+mod cron;
+mod host;
+mod manifest;
+mod outbound;
+mod routes;
+mod runtime_config;
+mod server;
+mod variables;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+/// How often the engine's epoch advances; request deadlines count in ticks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+#[derive(Parser)]
+#[command(name = "mneme", version, about = "Run a Spin application on wasmtime")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the application (the flags of `spin up`).
+    Up(UpArgs),
+    /// Build every component with its `[component.<id>.build]` command.
+    Build {
+        /// The application manifest.
+        #[arg(short = 'f', long = "from", default_value = "spin.toml")]
+        from: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct UpArgs {
+    /// The application manifest.
+    #[arg(short = 'f', long = "from", default_value = "spin.toml")]
+    from: PathBuf,
+    /// The address to serve on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    listen: String,
+    /// The runtime configuration file.
+    #[arg(long = "runtime-config-file")]
+    runtime_config_file: Option<PathBuf>,
+    /// Where stores and caches live (default: `.spin` beside the manifest).
+    #[arg(long = "state-dir")]
+    state_dir: Option<PathBuf>,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    max_body_bytes: usize,
+    /// Memory cap of one request's instance, in MiB.
+    #[arg(long, default_value_t = 256)]
+    max_memory_mb: usize,
+    /// Time limit of one request, in seconds.
+    #[arg(long, default_value_t = 120)]
+    request_timeout_secs: u64,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Up(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(up(args)),
+        Command::Build { from } => build(&from),
+    }
+}
+
+async fn up(args: UpArgs) -> Result<()> {
+    let started = std::time::Instant::now();
+    let limits = app::Limits {
+        memory_bytes: args.max_memory_mb << 20,
+        timeout: Duration::from_secs(args.request_timeout_secs),
+        max_body_bytes: args.max_body_bytes,
+    };
+    let app = Arc::new(
+        app::App::load(app::LoadOptions {
+            manifest: args.from.clone(),
+            runtime_config: args.runtime_config_file.clone(),
+            state_dir: args.state_dir.clone(),
+            limits,
+        })
+        .await?,
+    );
+    let engine = app.engine().clone();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(EPOCH_TICK);
+            engine.increment_epoch();
+        }
+    });
+    cron::run_startup(&app).await?;
+    let listener =
+        tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    cron::spawn_all(&app)?;
+    println!("Serving http://{addr}");
+    println!("Available Routes:");
+    for t in app.manifest.http.iter().filter(|t| !t.private) {
+        println!("  {}: http://{addr}{}", t.component, t.route);
+    }
+    println!("Ready in {} ms", started.elapsed().as_millis());
+    server::serve(app, listener, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing SIGTERM handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    eprintln!("shutting down");
+}
+
+fn build(from: &std::path::Path) -> Result<()> {
+    let m = manifest::load(from)?;
+    for c in m.components.values() {
+        let Some(b) = &c.def.build else { continue };
+        let Some(cmd) = b.get("command").and_then(|c| c.as_str()) else { continue };
+        let dir = b.get("workdir").and_then(|w| w.as_str()).map_or_else(|| m.dir.clone(), |w| m.dir.join(w));
+        eprintln!("building {}: {cmd}", c.id);
+        let status = std::process::Command::new("sh").arg("-c").arg(cmd).current_dir(&dir).status()?;
+        if !status.success() {
+            bail!("building component `{}` failed ({status})", c.id);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,504 @@
+//! Parsing and validating `spin.toml` (manifest v2), the way Spin does.
+//!
+//! Only what this runner serves is modelled: the application, variables,
+//! HTTP and cron triggers, and components with their capabilities and
+//! dependencies. Anything Spin would refuse is refused here too, with the
+//! same reasoning (for example a dependency that declares its own
+//! permissions), so an app this runner accepts also loads under Spin.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct RawManifest {
+    pub spin_manifest_version: u32,
+    pub application: Application,
+    #[serde(default)]
+    pub variables: BTreeMap<String, VariableDef>,
+    #[serde(default)]
+    pub trigger: BTreeMap<String, Vec<toml::Table>>,
+    #[serde(default)]
+    pub component: BTreeMap<String, ComponentDef>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Application {
+    pub name: String,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub trigger: BTreeMap<String, toml::Table>,
+    #[serde(default)]
+    pub tool: BTreeMap<String, toml::Table>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariableDef {
+    #[serde(default)]
+    pub default: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+    #[serde(default)]
+    pub secret: bool,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum FileMount {
+    Path(String),
+    Mapped { source: String, destination: String },
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ComponentDef {
+    pub source: Option<toml::Value>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub files: Vec<FileMount>,
+    #[serde(default)]
+    pub exclude_files: Vec<String>,
+    #[serde(default)]
+    pub allowed_outbound_hosts: Vec<String>,
+    #[serde(default)]
+    pub key_value_stores: Vec<String>,
+    #[serde(default)]
+    pub sqlite_databases: Vec<String>,
+    #[serde(default)]
+    pub ai_models: Vec<String>,
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
+    #[serde(default)]
+    pub variables: BTreeMap<String, String>,
+    #[serde(default)]
+    pub dependencies_inherit_configuration: bool,
+    #[serde(default)]
+    pub dependencies: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    pub build: Option<toml::Table>,
+    #[serde(default)]
+    pub tool: BTreeMap<String, toml::Table>,
+}
+
+/// Which of the parent's capabilities a dependency inherits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inherit {
+    All,
+    None,
+    Some(Vec<String>),
+}
+
+/// The capability groups `inherit_configuration` may name (Spin's keys).
+pub const INHERITABLE: &[&str] = &[
+    "allowed_outbound_hosts",
+    "key_value_stores",
+    "sqlite_databases",
+    "variables",
+    "ai_models",
+    "environment",
+    "files",
+];
+
+#[derive(Debug, Clone)]
+pub struct Dependency {
+    /// The import it satisfies: `ns:pkg` or `ns:pkg/iface[@ver]`.
+    pub key: String,
+    /// Id of the component that provides it.
+    pub component: String,
+    pub export: Option<String>,
+    pub inherit: Inherit,
+}
+
+#[derive(Debug, Clone)]
+pub struct Component {
+    pub id: String,
+    pub source: PathBuf,
+    pub def: ComponentDef,
+    pub dependencies: Vec<Dependency>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpTrigger {
+    pub route: String,
+    pub private: bool,
+    pub component: String,
+}
+
+/// A scheduled job: `component` is the HTTP component that serves `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CronTrigger {
+    pub component: String,
+    pub cron_expression: String,
+    pub path: String,
+    pub at_startup: bool,
+}
+
+#[derive(Debug)]
+pub struct Manifest {
+    pub dir: PathBuf,
+    pub name: String,
+    pub version: Option<String>,
+    pub variables: BTreeMap<String, VariableDef>,
+    pub http_base: String,
+    pub http: Vec<HttpTrigger>,
+    pub cron: Vec<CronTrigger>,
+    /// The app variable holding the bearer token the cron trigger sends.
+    pub cron_token_variable: Option<String>,
+    pub components: BTreeMap<String, Component>,
+}
+
+pub fn load(path: &Path) -> Result<Manifest> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading manifest {}", path.display()))?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    parse(&text, &dir).with_context(|| format!("invalid manifest {}", path.display()))
+}
+
+pub fn is_snake_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !s.ends_with('_')
+        && !s.contains("__")
+}
+
+fn is_component_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('-').all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+        && s.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+pub fn parse(text: &str, dir: &Path) -> Result<Manifest> {
+    let raw: RawManifest = toml::from_str(text)?;
+    if raw.spin_manifest_version != 2 {
+        bail!("spin_manifest_version must be 2, found {}", raw.spin_manifest_version);
+    }
+    for (name, def) in &raw.variables {
+        if !is_snake_name(name) {
+            bail!("variable `{name}`: names must be lower_snake_case");
+        }
+        if def.required && def.default.is_some() {
+            bail!("variable `{name}`: a required variable may not have a default");
+        }
+    }
+
+    let mut components = BTreeMap::new();
+    for (id, def) in &raw.component {
+        if !is_component_id(id) {
+            bail!("component id `{id}` must be lower kebab-case");
+        }
+        let source = match &def.source {
+            Some(toml::Value::String(s)) => dir.join(s),
+            Some(other) => bail!(
+                "component `{id}`: only a local file `source` is supported by the mneme runner, found {other}; \
+                 fetch the component and point `source` at the file"
+            ),
+            None => bail!("component `{id}` has no `source`"),
+        };
+        for var in def.variables.keys() {
+            if !is_snake_name(var) {
+                bail!("component `{id}`: variable `{var}` must be lower_snake_case");
+            }
+        }
+        let mut dependencies = Vec::new();
+        for (key, value) in &def.dependencies {
+            dependencies.push(parse_dependency(id, key, value, def.dependencies_inherit_configuration)?);
+        }
+        components.insert(id.clone(), Component { id: id.clone(), source, def: def.clone(), dependencies });
+    }
+
+    // Spin's rule: a dependency has no permissions and no dependencies of its own.
+    for c in components.values() {
+        for dep in &c.dependencies {
+            let Some(target) = components.get(&dep.component) else {
+                bail!("component `{}`: dependency `{}` names unknown component `{}`", c.id, dep.key, dep.component);
+            };
+            let d = &target.def;
+            let mut own = Vec::new();
+            for (name, present) in [
+                ("allowed_outbound_hosts", !d.allowed_outbound_hosts.is_empty()),
+                ("key_value_stores", !d.key_value_stores.is_empty()),
+                ("sqlite_databases", !d.sqlite_databases.is_empty()),
+                ("ai_models", !d.ai_models.is_empty()),
+                ("variables", !d.variables.is_empty()),
+                ("environment", !d.environment.is_empty()),
+                ("files", !d.files.is_empty()),
+                ("dependencies", !d.dependencies.is_empty()),
+            ] {
+                if present {
+                    own.push(name);
+                }
+            }
+            if !own.is_empty() {
+                bail!(
+                    "Dependencies may not have their own resources or permissions. Component {} cannot be used as a \
+                     dependency of {} because it specifies: {}",
+                    target.id,
+                    c.id,
+                    own.join(", ")
+                );
+            }
+        }
+        let mut packages = BTreeMap::new();
+        for dep in &c.dependencies {
+            let package =
+                dep.key.split('/').next().unwrap_or(&dep.key).split('@').next().unwrap_or_default().to_string();
+            if let Some(other) = packages.insert(package.clone(), dep.key.clone()) {
+                bail!(
+                    "component `{}`: dependencies `{other}` and `{}` share the package `{package}`, which Spin \
+                     registers once; use one package-level key (`\"{package}\" = {{ … }}`)",
+                    c.id,
+                    dep.key
+                );
+            }
+        }
+    }
+
+    let http_base = raw
+        .application
+        .trigger
+        .get("http")
+        .and_then(|t| t.get("base"))
+        .and_then(|b| b.as_str())
+        .unwrap_or("/")
+        .to_string();
+
+    let mut http = Vec::new();
+    let mut cron = Vec::new();
+    for (kind, entries) in &raw.trigger {
+        for entry in entries {
+            match kind.as_str() {
+                "http" => http.push(parse_http_trigger(entry)?),
+                "cron" => cron.push(parse_cron(entry)?),
+                other => bail!("trigger type `{other}` is not supported by the mneme runner (supported: http, cron)"),
+            }
+        }
+    }
+    let tool = raw.application.tool.get("mneme");
+    if let Some(jobs) = tool.and_then(|t| t.get("cron")) {
+        let jobs = jobs.as_array().context("[application.tool.mneme] `cron` must be an array of tables")?;
+        for job in jobs {
+            cron.push(parse_cron(job.as_table().context("each cron entry must be a table")?)?);
+        }
+    }
+    let cron_token_variable =
+        tool.and_then(|t| t.get("cron_token_variable")).and_then(|v| v.as_str()).map(str::to_string);
+    if let Some(v) = &cron_token_variable {
+        if !raw.variables.contains_key(v) {
+            bail!("cron_token_variable names `{v}`, which is not an application variable");
+        }
+    }
+
+    for t in &http {
+        if !components.contains_key(&t.component) {
+            bail!("HTTP trigger for route `{}` names unknown component `{}`", t.route, t.component);
+        }
+    }
+    for c in &cron {
+        if !components.contains_key(&c.component) {
+            bail!("cron trigger names unknown component `{}`", c.component);
+        }
+        if !http.iter().any(|t| t.component == c.component && !t.private) {
+            bail!(
+                "cron trigger for `{}`: the runner calls scheduled jobs over HTTP, so that component needs a public \
+                 [[trigger.http]] route",
+                c.component
+            );
+        }
+        crate::cron::parse_schedule(&c.cron_expression)
+            .with_context(|| format!("cron trigger for `{}`", c.component))?;
+    }
+    crate::routes::Router::new(&http_base, &http)?;
+
+    Ok(Manifest {
+        dir: dir.to_path_buf(),
+        name: raw.application.name,
+        version: raw.application.version,
+        variables: raw.variables,
+        http_base,
+        http,
+        cron,
+        cron_token_variable,
+        components,
+    })
+}
+
+fn parse_dependency(parent: &str, key: &str, value: &toml::Value, inherit_default: bool) -> Result<Dependency> {
+    let valid_key = key.split_once(':').is_some_and(|(ns, rest)| !ns.is_empty() && !rest.is_empty());
+    if !valid_key {
+        bail!(
+            "component `{parent}`: dependency key `{key}` must be a package (`ns:pkg`) or interface (`ns:pkg/iface`)"
+        );
+    }
+    let table = match value {
+        toml::Value::Table(t) => t,
+        toml::Value::String(v) => bail!(
+            "component `{parent}`: dependency `{key}` = \"{v}\" comes from a registry, which the mneme runner cannot \
+             reach; use `{{ component = \"…\" }}` or `{{ path = \"…\" }}`"
+        ),
+        other => bail!("component `{parent}`: dependency `{key}` has an invalid value {other}"),
+    };
+    let Some(component) = table.get("component").and_then(|c| c.as_str()) else {
+        bail!(
+            "component `{parent}`: dependency `{key}` must name a `component` (path, url and registry sources are not supported)"
+        );
+    };
+    let inherit = match table.get("inherit_configuration") {
+        None => {
+            if inherit_default {
+                Inherit::All
+            } else {
+                Inherit::None
+            }
+        }
+        Some(toml::Value::Boolean(true)) => Inherit::All,
+        Some(toml::Value::Boolean(false)) => Inherit::None,
+        Some(toml::Value::Array(items)) => {
+            let mut keys = Vec::new();
+            for it in items {
+                let k = it.as_str().context("inherit_configuration entries must be strings")?;
+                if !INHERITABLE.contains(&k) {
+                    bail!(
+                        "component `{parent}`: dependency `{key}`: cannot inherit `{k}` (one of {})",
+                        INHERITABLE.join(", ")
+                    );
+                }
+                keys.push(k.to_string());
+            }
+            Inherit::Some(keys)
+        }
+        Some(other) => bail!("component `{parent}`: inherit_configuration must be a boolean or a list, found {other}"),
+    };
+    Ok(Dependency {
+        key: key.to_string(),
+        component: component.to_string(),
+        export: table.get("export").and_then(|e| e.as_str()).map(str::to_string),
+        inherit,
+    })
+}
+
+fn parse_http_trigger(t: &toml::Table) -> Result<HttpTrigger> {
+    let component = match t.get("component") {
+        Some(toml::Value::String(s)) => s.clone(),
+        _ => bail!("each [[trigger.http]] needs `component = \"<id>\"`"),
+    };
+    let (route, private) = match t.get("route") {
+        Some(toml::Value::String(r)) => (r.clone(), false),
+        Some(toml::Value::Table(r)) if r.get("private").and_then(|p| p.as_bool()) == Some(true) => {
+            (String::new(), true)
+        }
+        _ => bail!("[[trigger.http]] for `{component}` needs `route = \"/path\"` or `route = {{ private = true }}`"),
+    };
+    Ok(HttpTrigger { route, private, component })
+}
+
+fn parse_cron(t: &toml::Table) -> Result<CronTrigger> {
+    let get = |k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let component = get("component").context("a cron entry needs `component`")?;
+    let cron_expression = get("cron_expression").context("a cron entry needs `cron_expression`")?;
+    let path = get("path").unwrap_or_else(|| format!("/tick/{component}"));
+    if !path.starts_with('/') {
+        bail!("cron entry for `{component}`: `path` must start with `/`");
+    }
+    let at_startup = t.get("at_startup").and_then(|v| v.as_bool()).unwrap_or(false);
+    Ok(CronTrigger { component, cron_expression, path, at_startup })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+spin_manifest_version = 2
+[application]
+name = "t"
+[[trigger.http]]
+route = "/..."
+component = "api"
+[component.api]
+source = "api.wasm"
+key_value_stores = ["default"]
+[component.api.dependencies]
+"mneme:store" = { component = "store", inherit_configuration = true }
+[component.store]
+source = "store.wasm"
+"#;
+
+    fn parse_str(s: &str) -> Result<Manifest> {
+        parse(s, Path::new("/app"))
+    }
+
+    #[test]
+    fn accepts_a_composed_app() {
+        let m = parse_str(BASE).unwrap();
+        assert_eq!(m.components["api"].dependencies[0].inherit, Inherit::All);
+        assert_eq!(m.components["api"].source, Path::new("/app/api.wasm"));
+    }
+
+    #[test]
+    fn dependency_with_own_permissions_is_refused_like_spin() {
+        let bad = BASE.replace(
+            "[component.store]\nsource = \"store.wasm\"",
+            "[component.store]\nsource = \"store.wasm\"\nkey_value_stores = [\"default\"]",
+        );
+        let err = format!("{:#}", parse_str(&bad).unwrap_err());
+        assert!(err.contains("Dependencies may not have their own resources or permissions"), "{err}");
+        assert!(err.contains("key_value_stores"), "{err}");
+    }
+
+    #[test]
+    fn dependency_with_dependencies_is_refused() {
+        let bad = format!("{BASE}[component.store.dependencies]\n\"a:b\" = {{ component = \"api\" }}\n");
+        assert!(format!("{:#}", parse_str(&bad).unwrap_err()).contains("dependencies"));
+    }
+
+    #[test]
+    fn two_keys_of_one_package_are_refused() {
+        let bad = BASE.replace(
+            "\"mneme:store\" = { component = \"store\", inherit_configuration = true }",
+            "\"mneme:store/a\" = { component = \"store\" }\n\"mneme:store/b\" = { component = \"store\" }",
+        );
+        assert!(format!("{:#}", parse_str(&bad).unwrap_err()).contains("share the package"));
+    }
+
+    #[test]
+    fn unknown_trigger_and_bad_variable_names_are_refused() {
+        assert!(parse_str(&format!("{BASE}[[trigger.mqtt]]\ncomponent = \"api\"\n")).is_err());
+        assert!(
+            parse_str(
+                &BASE.replace("[[trigger.http]]", "[variables]\nBadName = { default = \"x\" }\n[[trigger.http]]")
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn cron_entries_from_trigger_and_tool_table() {
+        let m = parse_str(&format!(
+            "{BASE}[[trigger.cron]]\ncomponent = \"api\"\ncron_expression = \"*/5 * * * * *\"\npath = \"/tick/a\"\n"
+        ))
+        .unwrap();
+        assert_eq!(m.cron[0].path, "/tick/a");
+        let with_tool = BASE.replace(
+            "[application]\nname = \"t\"",
+            "[application]\nname = \"t\"\n[[application.tool.mneme.cron]]\ncomponent = \"api\"\ncron_expression = \"0 0 * * * *\"\nat_startup = true",
+        );
+        let m = parse_str(&with_tool).unwrap();
+        assert!(m.cron[0].at_startup);
+        assert_eq!(m.cron[0].path, "/tick/api");
+    }
+
+    #[test]
+    fn cron_with_invalid_expression_is_refused() {
+        let bad = format!("{BASE}[[trigger.cron]]\ncomponent = \"api\"\ncron_expression = \"every minute\"\n");
+        assert!(parse_str(&bad).is_err());
+    }
+}

@@ -1,0 +1,157 @@
+//! The HTTP trigger: accepts connections, routes each request as Spin does,
+//! hands it to a fresh instance of the routed component and streams the
+//! response back frame by frame (so SSE reaches the client event by event).
+//!
+//! Bodies over the limit are refused with 413 before the component runs.
+//! A component that traps answers 500 with a request id and the server keeps
+//! serving. Every request logs one line: method, path, component, status,
+//! duration. Shutdown stops accepting and lets in-flight requests finish.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::app::{App, Body};
+
+pub fn request_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+fn json_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
+    let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync())
+        .expect("static response parts are valid")
+}
+
+/// Routes and runs one request whose body is already in memory.
+pub async fn dispatch(
+    app: &Arc<App>,
+    parts: http::request::Parts,
+    body: Bytes,
+    client: Option<SocketAddr>,
+    id: &str,
+) -> (Response<Body>, String) {
+    let path = parts.uri.path().to_string();
+    let Some(m) = app.router.route(&path) else {
+        return (json_error(StatusCode::NOT_FOUND, "not-found", &format!("no route matches {path}")), "-".into());
+    };
+    let host = parts.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost").to_string();
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let full_url = format!("http://{host}{pq}");
+    let mut req = Request::from_parts(parts, Full::new(body));
+    *req.uri_mut() = match full_url.parse() {
+        Ok(u) => u,
+        Err(_) => {
+            return (
+                json_error(StatusCode::BAD_REQUEST, "bad-request", "the request URI or Host header is invalid"),
+                m.component,
+            );
+        }
+    };
+    let h = req.headers_mut();
+    let set = |h: &mut http::HeaderMap, k: &'static str, v: &str| {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            h.insert(k, v);
+        }
+    };
+    set(h, "spin-full-url", &full_url);
+    set(h, "spin-path-info", &m.path_info);
+    set(h, "spin-matched-route", &m.raw_route);
+    set(h, "spin-raw-component-route", &m.raw_route);
+    set(h, "spin-component-route", m.raw_route.trim_end_matches("/..."));
+    set(h, "spin-base-path", &app.manifest.http_base);
+    if let Some(c) = client {
+        set(h, "spin-client-addr", &c.to_string());
+    }
+    match app.call(&m.component, req).await {
+        Ok(resp) => (resp, m.component),
+        Err(e) => {
+            eprintln!("request {id}: component {} failed: {e:#}", m.component);
+            let msg = format!("the component `{}` failed; request id {id} (see the runner log)", m.component);
+            (json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &msg), m.component)
+        }
+    }
+}
+
+async fn handle(app: Arc<App>, req: Request<Incoming>, client: SocketAddr) -> Response<Body> {
+    let started = Instant::now();
+    let id = request_id();
+    let (parts, body) = req.into_parts();
+    let (method, path) = (parts.method.clone(), parts.uri.path().to_string());
+    let limit = app.limits.max_body_bytes;
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let (resp, component) = if declared.is_some_and(|n| n > limit as u64) {
+        (too_large(limit), "-".to_string())
+    } else {
+        match Limited::new(body, limit).collect().await {
+            Ok(b) => dispatch(&app, parts, b.to_bytes(), Some(client), &id).await,
+            Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                (too_large(limit), "-".to_string())
+            }
+            Err(e) => (
+                json_error(StatusCode::BAD_REQUEST, "bad-request", &format!("reading the request body: {e}")),
+                "-".into(),
+            ),
+        }
+    };
+    eprintln!(
+        "{method} {path} {component} {} {:.2}ms id={id}",
+        resp.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    resp
+}
+
+fn too_large(limit: usize) -> Response<Body> {
+    json_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload-too-large",
+        &format!("the request body is over the {limit}-byte limit"),
+    )
+}
+
+/// Serves until `shutdown` resolves, then drains in-flight connections.
+pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, client) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => { eprintln!("accept failed: {e}"); continue; }
+                };
+                let _ = stream.set_nodelay(true);
+                let app = app.clone();
+                let service = hyper::service::service_fn(move |req| {
+                    let app = app.clone();
+                    async move { Ok::<_, std::convert::Infallible>(handle(app, req, client).await) }
+                });
+                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move { let _ = conn.await; });
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => eprintln!("shutdown: gave up waiting for open connections"),
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! One storage API for every Mneme stage, written once over both backends.
+//!
+//! Production runs on PostgreSQL and Redis through Spin's outbound
+//! connectors; the embedded default runs on Spin SQLite and Spin key-value.
+//! Stage code talks to [`Sql`] and [`Kv`] and never sees which one it got:
+//! the choice is made here, from the Spin variables `pg_url` and `redis_url`
+//! (empty or unset selects the embedded store).
+//!
+//! The pure parts (placeholder rewriting, the key-value envelope that
+//! emulates TTLs, lists and sorted sets) are plain functions tested natively;
+//! the rest is a thin adapter over spin-sdk and only runs inside a component.
+
+mod error;
+pub mod kv;
+pub mod kvcodec;
+pub mod migrate;
+pub mod sql;
+
+pub use error::StoreError;
+pub use kv::Kv;
+pub use sql::{Row, Sql, Value};
+
+/// Both stores of a component, opened from its Spin variables.
+pub struct Stores {
+    pub sql: Sql,
+    pub kv: Kv,
+}
+
+impl Stores {
+    /// Opens the SQL store and the key-value store selected by configuration.
+    pub async fn open() -> Result<Self, StoreError> {
+        let namespace = variable("store_namespace").await?.unwrap_or_else(|| "mneme".into());
+        let sql = match variable("pg_url").await? {
+            Some(url) => Sql::open_postgres(&url).await?,
+            None => Sql::open_sqlite("default").await?,
+        };
+        let kv = match variable("redis_url").await? {
+            Some(url) => Kv::open_redis(&url, &namespace).await?,
+            None => Kv::open_key_value("default", &namespace).await?,
+        };
+        Ok(Self { sql, kv })
+    }
+}
+
+/// Reads a Spin variable; an undefined or blank variable is `None`.
+pub async fn variable(name: &str) -> Result<Option<String>, StoreError> {
+    use spin_sdk::variables::Error as E;
+    match spin_sdk::variables::get(name).await {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(E::Undefined(_)) => Ok(None),
+        Err(e) => Err(StoreError::new("config", format!("reading variable `{name}`: {e:?}"))),
+    }
+}

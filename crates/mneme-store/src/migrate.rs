@@ -1,0 +1,88 @@
+//! Applies the embedded migrations of `mneme-migrations` to the open SQL
+//! store.
+//!
+//! Each migration runs in its own transaction together with the row that
+//! records it, so a crash leaves either all of a migration or none of it.
+//! Concurrent migrators are serialised: Postgres by a transaction-scoped
+//! advisory lock, SQLite by `BEGIN IMMEDIATE`. Each one re-reads the
+//! applied set under the lock, so a migration is never applied twice.
+
+use mneme_migrations::{self as m, Applied, Backend};
+
+use crate::sql::{Sql, SqlKind};
+use crate::{StoreError, Value};
+
+/// Arbitrary constant that names Mneme's migration lock in Postgres.
+const PG_LOCK_KEY: i64 = 0x6d6e_656d_6500;
+
+fn backend(sql: &Sql) -> Backend {
+    match sql.kind() {
+        SqlKind::Sqlite => Backend::Sqlite,
+        SqlKind::Postgres => Backend::Postgres,
+    }
+}
+
+fn migration_error(e: m::MigrationError) -> StoreError {
+    StoreError::new("migration", e.to_string())
+}
+
+async fn applied(sql: &Sql) -> Result<Vec<Applied>, StoreError> {
+    let rows = sql.query("SELECT version, checksum FROM schema_migrations ORDER BY version", &[]).await?;
+    rows.iter().map(|r| Ok(Applied { version: r.i64("version")? as u32, checksum: r.text("checksum")? })).collect()
+}
+
+/// Highest applied version, 0 for a fresh database.
+pub async fn level(sql: &Sql) -> Result<u32, StoreError> {
+    sql.execute(m::CREATE_TABLE, &[]).await?;
+    let rows = sql.query("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations", &[]).await?;
+    Ok(rows.first().map(|r| r.i64("v")).transpose()?.unwrap_or(0) as u32)
+}
+
+/// Highest version this build ships for the open backend.
+pub fn latest(sql: &Sql) -> u32 {
+    m::latest(backend(sql))
+}
+
+/// Applies every pending migration; returns `(version, name)` of each one
+/// this call applied.
+pub async fn migrate(sql: &Sql, now_ms: u64) -> Result<Vec<(u32, String)>, StoreError> {
+    let shipped = m::shipped(backend(sql)).map_err(migration_error)?;
+    sql.execute(m::CREATE_TABLE, &[]).await?;
+    let mut done = Vec::new();
+    loop {
+        let step = sql
+            .transaction(async |tx| {
+                if tx.kind() == SqlKind::Postgres {
+                    tx.execute("SELECT pg_advisory_xact_lock($1)", &[Value::Int(PG_LOCK_KEY)]).await?;
+                }
+                let applied = applied(tx).await?;
+                let Some(next) = m::plan(&shipped, &applied).map_err(migration_error)?.into_iter().next() else {
+                    return Ok(None);
+                };
+                for stmt in m::split_statements(next.sql) {
+                    tx.execute(&stmt, &[]).await.map_err(|e| {
+                        StoreError::new(
+                            "migration",
+                            format!("migration {} ({}): {}", next.version, next.name, e.message),
+                        )
+                    })?;
+                }
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, name, checksum, applied_at_ms) VALUES ($1, $2, $3, $4)",
+                    &[
+                        Value::Int(i64::from(next.version)),
+                        next.name.clone().into(),
+                        next.checksum.clone().into(),
+                        Value::Int(now_ms as i64),
+                    ],
+                )
+                .await?;
+                Ok(Some((next.version, next.name.clone())))
+            })
+            .await?;
+        match step {
+            Some(applied) => done.push(applied),
+            None => return Ok(done),
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! SQL over Postgres (`spin:postgres@4.2.0`) or Spin SQLite (`spin:sqlite@3.1.0`).
+//!
+//! Stage code writes `$1, $2 …` placeholders (the Postgres form) and sticks
+//! to the subset both dialects share: BIGINT, DOUBLE PRECISION, TEXT and
+//! blobs, timestamps as Unix milliseconds computed in code. The SQLite side
+//! rewrites placeholders to `?1, ?2 …`, since SQLite would treat `$1` as a
+//! *named* parameter numbered by first appearance.
+
+use std::sync::Arc;
+
+use spin_sdk::{pg, sqlite};
+
+use crate::StoreError;
+
+/// A SQL value as both backends exchange it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Real(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Blob(v)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// One result row with its column names.
+#[derive(Debug, Clone)]
+pub struct Row {
+    columns: Arc<[String]>,
+    values: Vec<Value>,
+}
+
+impl Row {
+    pub fn new(columns: Arc<[String]>, values: Vec<Value>) -> Self {
+        Self { columns, values }
+    }
+
+    pub fn value(&self, column: &str) -> Result<&Value, StoreError> {
+        self.columns
+            .iter()
+            .position(|c| c == column)
+            .and_then(|i| self.values.get(i))
+            .ok_or_else(|| StoreError::new("decode", format!("no column `{column}` in result")))
+    }
+
+    pub fn i64(&self, column: &str) -> Result<i64, StoreError> {
+        match self.value(column)? {
+            Value::Int(v) => Ok(*v),
+            Value::Real(v) if v.fract() == 0.0 => Ok(*v as i64),
+            Value::Text(s) => s.parse().map_err(|_| decode(column, "integer", s)),
+            other => Err(decode(column, "integer", other)),
+        }
+    }
+
+    pub fn opt_i64(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            _ => self.i64(column).map(Some),
+        }
+    }
+
+    pub fn f64(&self, column: &str) -> Result<f64, StoreError> {
+        match self.value(column)? {
+            Value::Real(v) => Ok(*v),
+            Value::Int(v) => Ok(*v as f64),
+            Value::Text(s) => s.parse().map_err(|_| decode(column, "number", s)),
+            other => Err(decode(column, "number", other)),
+        }
+    }
+
+    pub fn text(&self, column: &str) -> Result<String, StoreError> {
+        match self.value(column)? {
+            Value::Text(s) => Ok(s.clone()),
+            Value::Int(v) => Ok(v.to_string()),
+            Value::Real(v) => Ok(v.to_string()),
+            Value::Blob(b) => String::from_utf8(b.clone()).map_err(|_| decode(column, "text", "non-UTF-8 blob")),
+            Value::Null => Err(decode(column, "text", "NULL")),
+        }
+    }
+
+    pub fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            _ => self.text(column).map(Some),
+        }
+    }
+
+    pub fn blob(&self, column: &str) -> Result<Vec<u8>, StoreError> {
+        match self.value(column)? {
+            Value::Blob(b) => Ok(b.clone()),
+            Value::Text(s) => Ok(s.clone().into_bytes()),
+            other => Err(decode(column, "blob", other)),
+        }
+    }
+}
+
+fn decode(column: &str, want: &str, got: impl std::fmt::Debug) -> StoreError {
+    StoreError::new("decode", format!("column `{column}`: expected {want}, got {got:?}"))
+}
+
+/// Which SQL backend a [`Sql`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlKind {
+    Sqlite,
+    Postgres,
+}
+
+impl SqlKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SqlKind::Sqlite => "sqlite",
+            SqlKind::Postgres => "postgres",
+        }
+    }
+}
+
+/// An open SQL connection.
+pub enum Sql {
+    Sqlite(sqlite::Connection),
+    Postgres(pg::Connection),
+}
+
+impl Sql {
+    pub async fn open_sqlite(label: &str) -> Result<Self, StoreError> {
+        sqlite::Connection::open(label).await.map(Sql::Sqlite).map_err(sqlite_error)
+    }
+
+    pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
+        pg::Connection::open(url).await.map(Sql::Postgres).map_err(pg_sdk_error)
+    }
+
+    pub fn kind(&self) -> SqlKind {
+        match self {
+            Sql::Sqlite(_) => SqlKind::Sqlite,
+            Sql::Postgres(_) => SqlKind::Postgres,
+        }
+    }
+
+    /// Runs a statement that returns rows.
+    pub async fn query(&self, statement: &str, params: &[Value]) -> Result<Vec<Row>, StoreError> {
+        match self {
+            Sql::Sqlite(c) => {
+                let res = c
+                    .execute(sqlite_placeholders(statement), params.iter().map(to_sqlite))
+                    .await
+                    .map_err(sqlite_error)?;
+                let columns: Arc<[String]> = res.columns().to_vec().into();
+                let rows = res.collect().await.map_err(sqlite_error)?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| Row::new(columns.clone(), r.values.into_iter().map(from_sqlite).collect()))
+                    .collect())
+            }
+            Sql::Postgres(c) => {
+                let params: Vec<pg::ParameterValue> = params.iter().map(to_pg).collect();
+                let res = c.query(statement, params).await.map_err(pg_sdk_error)?;
+                let columns: Arc<[String]> = res.columns().iter().map(|c| c.name.clone()).collect();
+                let rows = res.collect().await.map_err(pg_sdk_error)?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| {
+                        let values = (0..columns.len()).map(|i| from_pg(&r[i])).collect();
+                        Row::new(columns.clone(), values)
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Runs a statement that returns no rows; returns the number of rows changed.
+    pub async fn execute(&self, statement: &str, params: &[Value]) -> Result<u64, StoreError> {
+        match self {
+            Sql::Sqlite(c) => {
+                let res = c
+                    .execute(sqlite_placeholders(statement), params.iter().map(to_sqlite))
+                    .await
+                    .map_err(sqlite_error)?;
+                res.collect().await.map_err(sqlite_error)?;
+                Ok(c.changes().await)
+            }
+            Sql::Postgres(c) => {
+                let params: Vec<pg::ParameterValue> = params.iter().map(to_pg).collect();
+                c.execute(statement, params).await.map_err(pg_sdk_error)
+            }
+        }
+    }
+
+    /// Runs `body` inside a transaction: committed when it returns `Ok`,
+    /// rolled back otherwise. On SQLite the transaction takes the write lock
+    /// up front (`BEGIN IMMEDIATE`) so two writers never deadlock on upgrade.
+    pub async fn transaction<T>(&self, body: impl AsyncFnOnce(&Sql) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let begin = match self.kind() {
+            SqlKind::Sqlite => "BEGIN IMMEDIATE",
+            SqlKind::Postgres => "BEGIN",
+        };
+        self.execute(begin, &[]).await?;
+        match body(self).await {
+            Ok(v) => {
+                self.execute("COMMIT", &[]).await?;
+                Ok(v)
+            }
+            Err(e) => {
+                // The original error is what the caller needs; a failed
+                // rollback leaves the connection closed with the request.
+                let _ = self.execute("ROLLBACK", &[]).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Rewrites `$N` placeholders to SQLite's positional `?N`, leaving string
+/// literals, quoted identifiers and comments untouched.
+pub fn sqlite_placeholders(sql: &str) -> String {
+    let b = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'$' if b.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                out.push_str(&sql[copied..i]);
+                out.push('?');
+                i += 1;
+                copied = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(&sql[copied.min(sql.len())..]);
+    out
+}
+
+fn to_sqlite(v: &Value) -> sqlite::Value {
+    match v {
+        Value::Null => sqlite::Value::Null,
+        Value::Int(i) => sqlite::Value::Integer(*i),
+        Value::Real(f) => sqlite::Value::Real(*f),
+        Value::Text(s) => sqlite::Value::Text(s.clone()),
+        Value::Blob(b) => sqlite::Value::Blob(b.clone()),
+    }
+}
+
+fn from_sqlite(v: sqlite::Value) -> Value {
+    match v {
+        sqlite::Value::Null => Value::Null,
+        sqlite::Value::Integer(i) => Value::Int(i),
+        sqlite::Value::Real(f) => Value::Real(f),
+        sqlite::Value::Text(s) => Value::Text(s),
+        sqlite::Value::Blob(b) => Value::Blob(b),
+    }
+}
+
+fn to_pg(v: &Value) -> pg::ParameterValue {
+    match v {
+        Value::Null => pg::ParameterValue::DbNull,
+        Value::Int(i) => pg::ParameterValue::Int64(*i),
+        Value::Real(f) => pg::ParameterValue::Floating64(*f),
+        Value::Text(s) => pg::ParameterValue::Str(s.clone()),
+        Value::Blob(b) => pg::ParameterValue::Binary(b.clone()),
+    }
+}
+
+fn from_pg(v: &pg::DbValue) -> Value {
+    use pg::DbValue as D;
+    match v {
+        D::DbNull => Value::Null,
+        D::Boolean(b) => Value::Int(i64::from(*b)),
+        D::Int8(i) => Value::Int(i64::from(*i)),
+        D::Int16(i) => Value::Int(i64::from(*i)),
+        D::Int32(i) => Value::Int(i64::from(*i)),
+        D::Int64(i) => Value::Int(*i),
+        D::Floating32(f) => Value::Real(f64::from(*f)),
+        D::Floating64(f) => Value::Real(*f),
+        D::Str(s) | D::Uuid(s) | D::Decimal(s) => Value::Text(s.clone()),
+        D::Binary(b) => Value::Blob(b.clone()),
+        D::Jsonb(b) => Value::Text(String::from_utf8_lossy(b).into_owned()),
+        D::Timestamp(t) => Value::Int(*t),
+        other => Value::Text(format!("{other:?}")),
+    }
+}
+
+fn sqlite_error(e: sqlite::Error) -> StoreError {
+    use sqlite::Error as E;
+    match e {
+        E::NoSuchDatabase => StoreError::new("config", "no such SQLite database label"),
+        E::AccessDenied => StoreError::new("access-denied", "this component may not open that SQLite database"),
+        E::InvalidConnection => StoreError::new("store-unavailable", "invalid SQLite connection"),
+        E::DatabaseFull => StoreError::new("store-unavailable", "the SQLite database is full"),
+        E::Io(msg) if msg.contains("constraint") => StoreError::new("conflict", msg),
+        E::Io(msg) if msg.contains("locked") || msg.contains("busy") => StoreError::new("store-unavailable", msg),
+        E::Io(msg) => StoreError::new("bad-sql", msg),
+    }
+}
+
+fn pg_sdk_error(e: pg::Error) -> StoreError {
+    match e {
+        pg::Error::PgError(e) => pg_error(e),
+        pg::Error::Decode(m) => StoreError::new("decode", m),
+    }
+}
+
+fn pg_error(e: pg::PgError) -> StoreError {
+    use pg::PgError as E;
+    match e {
+        E::ConnectionFailed(m) => StoreError::new("store-unavailable", format!("Postgres: {m}")),
+        E::BadParameter(m) | E::ValueConversionFailed(m) => StoreError::new("bad-sql", m),
+        E::QueryFailed(pg::QueryError::DbError(d)) if d.code.starts_with("23") => {
+            StoreError::new("conflict", format!("{} ({})", d.message, d.code))
+        }
+        E::QueryFailed(pg::QueryError::DbError(d)) => StoreError::new("bad-sql", format!("{} ({})", d.message, d.code)),
+        E::QueryFailed(pg::QueryError::Text(m)) => StoreError::new("bad-sql", m),
+        E::Other(m) if m.contains("not permitted") || m.contains("not allowed") => StoreError::new("access-denied", m),
+        E::Other(m) => StoreError::new("store-unavailable", m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_placeholders as rw;
+
+    #[test]
+    fn rewrites_numbered_placeholders() {
+        assert_eq!(rw("SELECT * FROM t WHERE a = $1 AND b = $12"), "SELECT * FROM t WHERE a = ?1 AND b = ?12");
+    }
+
+    #[test]
+    fn leaves_literals_and_comments_alone() {
+        assert_eq!(rw("SELECT '$1', \"$2\" -- $3\n, $4"), "SELECT '$1', \"$2\" -- $3\n, ?4");
+    }
+
+    #[test]
+    fn leaves_non_numeric_dollars_alone() {
+        assert_eq!(rw("SELECT $a, $"), "SELECT $a, $");
+    }
+}

@@ -236,12 +236,13 @@ impl App {
             sqlite,
             pg: Default::default(),
             redis: Default::default(),
-            llm: host::llm::Llm::new(state_dir.join("ai-models"), runtime.llm.clone()),
+            llm: host::llm::Llm::new(models_dir(&state_dir), runtime.llm.clone()),
         });
 
         let engine = engine()?;
         let mut linker = Linker::<Data>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi::p3::add_to_linker(&mut linker)?;
         wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
         host::SpinHost::add_to_linker::<Data, Spin>(&mut linker, |d: &mut Data| SpinView {
             table: &mut d.table,
@@ -258,6 +259,11 @@ impl App {
             let bytes = compose_component(&manifest, c)?;
             let component =
                 load_cached(&engine, &cache, &bytes).with_context(|| format!("compiling component `{id}`"))?;
+            if std::env::var_os("MNEME_DEBUG_IMPORTS").is_some() {
+                for (name, _) in component.component_type().imports(&engine) {
+                    eprintln!("component {id} imports {name}");
+                }
+            }
             host::deny::add_to_linker(&mut linker, &component, &mut denied)?;
             let pre = linker
                 .instantiate_pre(&component)
@@ -387,6 +393,20 @@ impl http_body::Body for DoneBody {
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
     }
+}
+
+/// Where local models live: Spin's `<state-dir>/ai-models` when it holds the
+/// model, else `$MNEME_MODELS_DIR`, else `~/.cache/mneme/ai-models` (where
+/// `scripts/install.sh` puts the weights).
+fn models_dir(state_dir: &Path) -> PathBuf {
+    let spin = state_dir.join("ai-models");
+    if spin.join(host::llm::EMBEDDING_MODEL).is_dir() {
+        return spin;
+    }
+    if let Some(dir) = std::env::var_os("MNEME_MODELS_DIR") {
+        return PathBuf::from(dir);
+    }
+    std::env::var_os("HOME").map_or(spin, |h| PathBuf::from(h).join(".cache/mneme/ai-models"))
 }
 
 fn compose_component(manifest: &Manifest, c: &ManifestComponent) -> Result<Vec<u8>> {

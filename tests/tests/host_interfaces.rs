@@ -1,0 +1,323 @@
+//! Spin's host interfaces through the runner, with the probe fixture app
+//! (`tests/fixtures/probe.toml`): every interface and its error paths, the
+//! dependency inheritance rules, streaming, limits, traps and load errors.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use mneme_e2e::{App, PgDatabase, edited_manifest, require_redis};
+
+const PROBE: &str = "tests/fixtures/probe.toml";
+
+/// A scripted OpenAI-compatible endpoint: answers every request with one
+/// chat completion, and records the request bodies.
+fn scripted_model(reply: &str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let body = serde_json::json!({
+        "id": "cmpl-1", "object": "chat.completion", "model": "test-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    })
+    .to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut s) = stream else { continue };
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = vec![0u8; 65536];
+            let mut got = Vec::new();
+            loop {
+                let n = s.read(&mut buf).unwrap_or(0);
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).to_string();
+                if let Some(head_end) = text.find("\r\n\r\n") {
+                    let len = text[..head_end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= head_end + 4 + len || n == 0 {
+                        log.lock().unwrap().push(text[head_end + 4..].to_string());
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (addr, seen)
+}
+
+fn probe(env: &[(&str, String)]) -> App {
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    App::start(PROBE, &env)
+}
+
+#[test]
+fn key_value_counts_and_refuses_undeclared_stores() {
+    let app = probe(&[]);
+    assert_eq!(app.get("/kv?store=default").body, "n=1 keys=1");
+    assert_eq!(app.get("/kv?store=default").body, "n=2 keys=1", "state must persist across instances");
+    let denied = app.get("/kv?store=other");
+    assert_eq!(
+        (denied.status, denied.body.as_str()),
+        (502, "Error::AccessDenied"),
+        "a label the component does not list"
+    );
+}
+
+#[test]
+fn sqlite_runs_statements_and_reports_bad_sql() {
+    let app = probe(&[]);
+    assert_eq!(app.get("/sqlite?sql=CREATE+TABLE+t(x)").body, "rows=0");
+    assert_eq!(app.get("/sqlite?sql=INSERT+INTO+t+VALUES(1),(2)").body, "rows=0");
+    assert_eq!(app.get("/sqlite?sql=SELECT+*+FROM+t").body, "rows=2");
+    let bad = app.get("/sqlite?sql=SELEC+1");
+    assert_eq!(bad.status, 502);
+    assert!(bad.body.contains("syntax error"), "{}", bad.body);
+    assert_eq!(app.get("/sqlite?db=other&sql=SELECT+1").body, "Error::AccessDenied");
+}
+
+#[test]
+fn postgres_queries_and_reports_bad_sql_and_unreachable_servers() {
+    let db = PgDatabase::create();
+    let app = probe(&[("SPIN_VARIABLE_PG_URL", db.url())]);
+    assert_eq!(app.get("/pg?sql=SELECT+generate_series(1,3)").body, "rows=3");
+    let bad = app.get("/pg?sql=SELEC+1");
+    assert!(bad.body.contains("42601"), "Postgres' SQLSTATE must reach the guest: {}", bad.body);
+
+    let down = probe(&[(
+        "SPIN_VARIABLE_PG_URL",
+        "host=127.0.0.1 port=5432 user=nobody_here dbname=nope sslmode=disable".into(),
+    )]);
+    let r = down.get("/pg?sql=SELECT+1");
+    assert!(r.body.contains("ConnectionFailed"), "{}", r.body);
+}
+
+#[test]
+fn postgres_host_outside_allowed_outbound_hosts_is_refused() {
+    let app = probe(&[(
+        "SPIN_VARIABLE_PG_URL",
+        "host=localhost port=5432 user=postgres dbname=postgres sslmode=disable".into(),
+    )]);
+    let r = app.get("/pg?sql=SELECT+1");
+    assert!(r.body.contains("not allowed"), "localhost is not 127.0.0.1 in allowed_outbound_hosts: {}", r.body);
+}
+
+#[test]
+fn redis_counts_and_refuses_hosts_not_allowed_and_reports_down_servers() {
+    require_redis();
+    let app = probe(&[]);
+    let key_before = mneme_e2e::redis_cmd(&["GET", "probe:counter"]);
+    let r = app.get("/redis?addr=redis://127.0.0.1:6379");
+    assert!(r.body.starts_with("incr="), "{} (before: {key_before})", r.body);
+    assert_eq!(app.get("/redis?addr=redis://localhost:6379").body, "Error::InvalidAddress");
+    let dir = tempfile::tempdir().unwrap();
+    let m = edited_manifest(dir.path(), PROBE, |t| t.replace("\"redis://127.0.0.1:6379\"", "\"redis://127.0.0.1:1\""));
+    let down = App::start(m.to_str().unwrap(), &[]);
+    let r = down.get("/redis?addr=redis://127.0.0.1:1");
+    assert!(r.body.starts_with("Error::Other"), "{}", r.body);
+}
+
+#[test]
+fn variables_resolve_from_env_and_defaults_and_refuse_undeclared_names() {
+    let app = probe(&[]);
+    assert_eq!(app.get("/var?name=secret").body, "s3cret");
+    let overridden = probe(&[("SPIN_VARIABLE_SECRET", "from-env".into())]);
+    assert_eq!(overridden.get("/var?name=secret").body, "from-env");
+    assert!(app.get("/var?name=undeclared").body.starts_with("Error::Undefined"));
+    assert!(app.get("/var?name=Bad-Name").body.starts_with("Error::InvalidName"));
+    assert!(!app.log().contains("s3cret"), "a secret value reached the log");
+}
+
+#[test]
+fn outbound_http_is_limited_to_allowed_hosts() {
+    let (addr, _) = scripted_model("hello");
+    let app = probe(&[("SPIN_VARIABLE_UPSTREAM", addr.clone())]);
+    assert_eq!(app.get(&format!("/http?url=http://{addr}/v1/models")).body, "status=200");
+    assert_eq!(app.get("/http?url=http://127.0.0.2:80/").body, "ErrorCode::HttpRequestDenied");
+}
+
+#[test]
+fn embeddings_match_the_reference_model() {
+    let app = probe(&[]);
+    let r = app.get("/embed?text=A+man+is+eating+a+piece+of+bread.");
+    assert_eq!(r.status, 200, "{}\n{}", r.body, app.log());
+    // all-MiniLM-L6-v2 reference: cos("A man is eating food.", this) = 0.7553.
+    assert_eq!(r.body, "dims=384 cosine=0.7553");
+}
+
+#[test]
+fn inference_goes_to_the_configured_endpoint_or_fails_clearly() {
+    let app = probe(&[]);
+    let r = app.get("/infer?model=test-model&prompt=hi");
+    assert!(r.body.contains("no inference endpoint is configured"), "{}", r.body);
+    assert!(
+        app.get("/infer?model=llama2-chat&prompt=hi").body.contains("ai_models"),
+        "a model the component does not list"
+    );
+
+    let (addr, seen) = scripted_model("scripted answer");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("rc.toml");
+    std::fs::write(
+        &cfg,
+        format!("[llm_compute]\ntype = \"remote_http\"\nurl = \"http://{addr}/v1\"\nauth_token = \"tok\"\n"),
+    )
+    .unwrap();
+    let app = App::start_with(PROBE, &[], &["--runtime-config-file", cfg.to_str().unwrap()]).unwrap();
+    assert_eq!(app.get("/infer?model=test-model&prompt=hello+there").body, "scripted answer");
+    let sent = seen.lock().unwrap().join("\n");
+    assert!(sent.contains("\"model\":\"test-model\"") && sent.contains("hello there"), "{sent}");
+}
+
+#[test]
+fn dependencies_get_only_the_capabilities_they_inherit() {
+    let app = probe(&[]);
+    let table = [
+        ("/dep/kv?store=default", "stage-ok"),
+        ("/dep/var?name=secret", "s3cret"),
+        ("/noinherit/dep/kv?store=default", "Error::AccessDenied"),
+        ("/noinherit/dep/var?name=secret", "Error::Undefined(\"no variable for \\\"secret\\\"\")"),
+        ("/partial/dep/kv?store=default", "stage-ok"),
+        ("/partial/dep/var?name=secret", "Error::Undefined(\"no variable for \\\"secret\\\"\")"),
+    ];
+    for (path, want) in table {
+        assert_eq!(app.get(path).body, want, "{path}");
+    }
+}
+
+#[test]
+fn responses_stream_event_by_event() {
+    let app = probe(&[]);
+    let chunks = app.stream("/stream?n=3&ms=400");
+    let text: String = chunks.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(text, "data: 0\n\ndata: 1\n\ndata: 2\n\n");
+    let first = chunks.first().unwrap().0;
+    let last = chunks.last().unwrap().0;
+    assert!(chunks.len() >= 3, "events were batched: {chunks:?}");
+    assert!(last - first >= Duration::from_millis(700), "events did not arrive as they were written: {chunks:?}");
+}
+
+#[test]
+fn oversize_bodies_are_refused_before_the_component_runs() {
+    let app = App::start_with(PROBE, &[], &["--max-body-bytes", "1000"]).unwrap();
+    assert_eq!(app.request("POST", "/echo", &[], Some(&[b'x'; 1000])).body, "1000");
+    app.request("POST", "/echo", &[], Some(&[b'x'; 1001])).assert_error(413, "payload-too-large");
+}
+
+#[test]
+fn a_trap_answers_500_with_a_request_id_and_the_server_keeps_serving() {
+    let app = probe(&[]);
+    let r = app.get("/trap");
+    r.assert_error(500, "internal");
+    let id = r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .split("request id ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(app.log().contains(&format!("request {id}")), "the log must carry the request id {id}");
+    assert_eq!(app.get("/kv?store=default").status, 200, "the runner must keep serving after a trap");
+}
+
+#[test]
+fn a_request_over_its_time_limit_is_stopped() {
+    let app = App::start_with(PROBE, &[], &["--request-timeout-secs", "1"]).unwrap();
+    let started = std::time::Instant::now();
+    app.get("/sleep?ms=30000").assert_error(500, "internal");
+    assert!(started.elapsed() < Duration::from_secs(10), "the epoch deadline did not stop the guest");
+    assert_eq!(app.get("/sleep?ms=1").body, "slept");
+}
+
+#[test]
+fn spin_request_headers_are_set() {
+    let app = probe(&[]);
+    let h = app.get("/partial/headers").body;
+    for want in ["spin-matched-route=/partial/...", "spin-path-info=/headers", "spin-component-route=/partial"] {
+        assert!(h.lines().any(|l| l == want), "missing {want} in:\n{h}");
+    }
+    assert!(h.contains("spin-full-url=http://127.0.0.1"), "{h}");
+}
+
+#[test]
+fn each_request_logs_method_path_component_status_and_duration() {
+    let app = probe(&[]);
+    app.get("/kv?store=default");
+    let log = app.log();
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("GET /kv probe 200 "))
+        .unwrap_or_else(|| panic!("no request line in:\n{log}"));
+    assert!(line.contains("ms id="), "{line}");
+}
+
+#[test]
+fn apps_spin_would_refuse_are_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Box<dyn Fn(String) -> String>, &str); 4] = [
+        (
+            "unknown key-value store",
+            Box::new(|t| {
+                t.replace(
+                    "key_value_stores = [\"default\"]\nsqlite",
+                    "key_value_stores = [\"default\", \"nosuch\"]\nsqlite",
+                )
+            }),
+            "key-value store `nosuch`",
+        ),
+        (
+            "dependency with its own permissions",
+            Box::new(|t| t + "\nkey_value_stores = [\"default\"]\n"),
+            "Dependencies may not have their own resources or permissions",
+        ),
+        (
+            "required variable without a value",
+            Box::new(|t| t.replace("secret = { default = \"s3cret\", secret = true }", "secret = { required = true }")),
+            "SPIN_VARIABLE_SECRET",
+        ),
+        (
+            "bad outbound host",
+            Box::new(|t| t.replace("\"http://{{ upstream }}\"", "\"not-a-url\"")),
+            "allowed_outbound_hosts",
+        ),
+    ];
+    for (what, edit, want) in cases {
+        let m = edited_manifest(dir.path(), PROBE, edit);
+        let log = App::start_with(m.to_str().unwrap(), &[], &[])
+            .err()
+            .unwrap_or_else(|| panic!("{what}: the runner started"));
+        assert!(log.contains(want), "{what}: expected `{want}` in:\n{log}");
+    }
+}
+
+#[test]
+fn a_warm_restart_reuses_compiled_components() {
+    let first = probe(&[]);
+    drop(first);
+    let second = probe(&[]);
+    let ready: u64 = second
+        .stdout()
+        .iter()
+        .find_map(|l| l.strip_prefix("Ready in ")?.strip_suffix(" ms")?.parse().ok())
+        .expect("a Ready line");
+    assert!(ready < 2000, "a warm start took {ready} ms");
+    assert!(second.log().lines().filter(|l| l.contains("ready in")).count() == 3);
+}

@@ -272,7 +272,8 @@ fn each_request_logs_method_path_component_status_and_duration() {
 #[test]
 fn apps_spin_would_refuse_are_refused_at_load() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, Box<dyn Fn(String) -> String>, &str); 4] = [
+    type Edit = Box<dyn Fn(String) -> String>;
+    let cases: [(&str, Edit, &str); 4] = [
         (
             "unknown key-value store",
             Box::new(|t| {

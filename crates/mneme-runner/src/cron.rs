@@ -29,10 +29,10 @@ pub fn parse_schedule(expr: &str) -> Result<cron::Schedule> {
 /// Runs one tick of `job`; returns the HTTP status and body.
 pub async fn tick(app: &Arc<App>, job: &CronTrigger) -> Result<(u16, String)> {
     let mut req = http::Request::post(&job.path).header(http::header::HOST, "localhost");
-    if let Some(var) = &app.manifest.cron_token_variable {
-        if let Some(token) = app.variables.get(var) {
-            req = req.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-        }
+    if let Some(var) = &app.manifest.cron_token_variable
+        && let Some(token) = app.variables.get(var)
+    {
+        req = req.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
     }
     let (parts, ()) = req.body(())?.into_parts();
     let id = crate::server::request_id();

@@ -93,6 +93,7 @@ async fn up(args: UpArgs) -> Result<()> {
         })
         .await?,
     );
+    eprintln!("Starting {} {}", app.manifest.name, app.manifest.version.as_deref().unwrap_or(""));
     let engine = app.engine().clone();
     std::thread::spawn(move || {
         loop {

@@ -30,8 +30,6 @@ pub struct Application {
     #[serde(default)]
     pub version: Option<String>,
     #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
     pub trigger: BTreeMap<String, toml::Table>,
     #[serde(default)]
     pub tool: BTreeMap<String, toml::Table>,
@@ -44,9 +42,12 @@ pub struct VariableDef {
     pub default: Option<String>,
     #[serde(default)]
     pub required: bool,
+    /// Accepted as Spin accepts it; the runner never prints any variable value.
     #[serde(default)]
+    #[allow(dead_code)]
     pub secret: bool,
     #[serde(default)]
+    #[allow(dead_code)]
     pub description: Option<String>,
 }
 
@@ -61,11 +62,7 @@ pub enum FileMount {
 pub struct ComponentDef {
     pub source: Option<toml::Value>,
     #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
     pub files: Vec<FileMount>,
-    #[serde(default)]
-    pub exclude_files: Vec<String>,
     #[serde(default)]
     pub allowed_outbound_hosts: Vec<String>,
     #[serde(default)]
@@ -84,8 +81,6 @@ pub struct ComponentDef {
     pub dependencies: BTreeMap<String, toml::Value>,
     #[serde(default)]
     pub build: Option<toml::Table>,
-    #[serde(default)]
-    pub tool: BTreeMap<String, toml::Table>,
 }
 
 /// Which of the parent's capabilities a dependency inherits.
@@ -291,10 +286,10 @@ pub fn parse(text: &str, dir: &Path) -> Result<Manifest> {
     }
     let cron_token_variable =
         tool.and_then(|t| t.get("cron_token_variable")).and_then(|v| v.as_str()).map(str::to_string);
-    if let Some(v) = &cron_token_variable {
-        if !raw.variables.contains_key(v) {
-            bail!("cron_token_variable names `{v}`, which is not an application variable");
-        }
+    if let Some(v) = &cron_token_variable
+        && !raw.variables.contains_key(v)
+    {
+        bail!("cron_token_variable names `{v}`, which is not an application variable");
     }
 
     for t in &http {

@@ -101,10 +101,10 @@ impl Router {
                 continue;
             }
             for (seg, part) in r.segments.iter().zip(&parts) {
-                if let Segment::Literal(l) = seg {
-                    if l != part {
-                        continue 'routes;
-                    }
+                if let Segment::Literal(l) = seg
+                    && l != part
+                {
+                    continue 'routes;
                 }
             }
             let matched = format!("{}/{}", self.base, parts[..r.segments.len()].join("/"));

@@ -171,7 +171,7 @@ impl Kv {
         match &self.backend {
             Backend::Redis(_) => {
                 let mut args = vec![bin(&key)];
-                args.extend(items.iter().map(|i| bin(i)));
+                args.extend(items.iter().map(bin));
                 let r = self.redis("RPUSH", args).await?;
                 Ok(int(&r) as u64)
             }
@@ -239,7 +239,7 @@ impl Kv {
         let key = self.key(key);
         match &self.backend {
             Backend::Redis(_) => {
-                let r = self.redis("ZADD", vec![bin(&key), bin(&score.to_string()), bin(member)]).await?;
+                let r = self.redis("ZADD", vec![bin(&key), bin(score.to_string()), bin(member)]).await?;
                 Ok(int(&r) == 1)
             }
             Backend::KeyValue(_) => {
@@ -263,7 +263,7 @@ impl Kv {
                 let r = self
                     .redis(
                         "ZRANGEBYSCORE",
-                        vec![bin(&key), bin(&min.to_string()), bin(&max.to_string()), bin("WITHSCORES")],
+                        vec![bin(&key), bin(min.to_string()), bin(max.to_string()), bin("WITHSCORES")],
                     )
                     .await?;
                 let flat: Vec<String> =

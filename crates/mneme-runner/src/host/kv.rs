@@ -150,7 +150,7 @@ impl<T> HostStoreWithStore<T> for Spin {
         label: String,
     ) -> wasmtime::Result<Result<Resource<StoreHandle>, Error>> {
         let found = with_view!(accessor, |v| {
-            if !v.ctx.caps.key_value_stores.iter().any(|l| *l == label) {
+            if !v.ctx.caps.key_value_stores.contains(&label) {
                 return Ok::<_, wasmtime::Error>(Err(Error::AccessDenied));
             }
             match v.ctx.services.kv.get(&label) {

@@ -113,7 +113,7 @@ impl Host for SpinView<'_> {
         prompt: String,
         params: Option<InferencingParams>,
     ) -> wasmtime::Result<Result<InferencingResult, Error>> {
-        if !self.ctx.caps.ai_models.iter().any(|m| *m == model) {
+        if !self.ctx.caps.ai_models.contains(&model) {
             return Ok(Err(denied(&model)));
         }
         let Some(compute) = self.ctx.services.llm.compute.clone() else {
@@ -129,7 +129,7 @@ impl Host for SpinView<'_> {
         model: String,
         text: Vec<String>,
     ) -> wasmtime::Result<Result<EmbeddingsResult, Error>> {
-        if !self.ctx.caps.ai_models.iter().any(|m| *m == model) {
+        if !self.ctx.caps.ai_models.contains(&model) {
             return Ok(Err(denied(&model)));
         }
         if model != EMBEDDING_MODEL {

@@ -7,6 +7,9 @@
 //! TLS is not offered: `sslmode=disable` or `prefer` (the default) connect
 //! in plain text; `sslmode=require` fails with a clear error.
 
+// The error type is the WIT `error` variant, handed to the guest as it is.
+#![allow(clippy::result_large_err)]
+
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};

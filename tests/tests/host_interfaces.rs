@@ -266,7 +266,10 @@ fn each_request_logs_method_path_component_status_and_duration() {
         .lines()
         .find(|l| l.starts_with("GET /kv probe 200 "))
         .unwrap_or_else(|| panic!("no request line in:\n{log}"));
-    assert!(line.contains("ms id="), "{line}");
+    assert!(
+        line.contains("ms inst=") && line.contains("us id="),
+        "duration, instantiation time and request id: {line}"
+    );
 }
 
 #[test]
@@ -286,7 +289,9 @@ fn apps_spin_would_refuse_are_refused_at_load() {
         ),
         (
             "dependency with its own permissions",
-            Box::new(|t| t + "\nkey_value_stores = [\"default\"]\n"),
+            Box::new(|t| {
+                t.replace("[component.probe-stage]\n", "[component.probe-stage]\nkey_value_stores = [\"default\"]\n")
+            }),
             "Dependencies may not have their own resources or permissions",
         ),
         (
@@ -320,5 +325,34 @@ fn a_warm_restart_reuses_compiled_components() {
         .find_map(|l| l.strip_prefix("Ready in ")?.strip_suffix(" ms")?.parse().ok())
         .expect("a Ready line");
     assert!(ready < 2000, "a warm start took {ready} ms");
-    assert!(second.log().lines().filter(|l| l.contains("ready in")).count() == 3);
+    let log = second.log();
+    let compile_ms: Vec<u64> =
+        log.lines().filter_map(|l| l.split(" ready in ").nth(1)?.strip_suffix(" ms")?.parse().ok()).collect();
+    assert_eq!(compile_ms.len(), 4, "one line per HTTP component:\n{log}");
+    assert!(
+        compile_ms.iter().all(|&ms| ms < 300),
+        "a cached component loads in well under its compile time: {compile_ms:?}"
+    );
+}
+
+#[test]
+fn key_value_can_live_in_redis_through_runtime_config() {
+    require_redis();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("rc.toml");
+    std::fs::write(&cfg, "[key_value_store.default]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n").unwrap();
+    let app = App::start_with(PROBE, &[], &["--runtime-config-file", cfg.to_str().unwrap()]).unwrap();
+    let before: u64 = mneme_e2e::redis_cmd(&["GET", "n"]).lines().nth(1).and_then(|l| l.parse().ok()).unwrap_or(0);
+    let r = app.get("/kv?store=default");
+    assert!(r.body.starts_with(&format!("n={} ", before + 1)), "{}", r.body);
+    let raw = mneme_e2e::redis_cmd(&["GET", "n"]);
+    assert!(raw.contains(&(before + 1).to_string()), "Spin writes key-value keys raw into Redis: {raw}");
+}
+
+#[test]
+fn an_instance_over_its_memory_cap_fails_alone() {
+    let app = App::start_with(PROBE, &[], &["--max-memory-mb", "32"]).unwrap();
+    assert_eq!(app.get("/alloc?mb=8").body, "allocated 8 MiB");
+    app.get("/alloc?mb=64").assert_error(500, "internal");
+    assert_eq!(app.get("/alloc?mb=8").body, "allocated 8 MiB", "the next request gets a fresh instance");
 }

@@ -333,7 +333,9 @@ impl App {
                 }
             };
             let outcome = async {
+                let instantiating = Instant::now();
                 let service = pre.instantiate_async(&mut store).await?;
+                let instantiated = Instantiation(instantiating.elapsed());
                 store
                     .run_concurrent(async |accessor| -> Result<()> {
                         let (request, request_io) = wasmtime_wasi_http::p3::Request::from_http(
@@ -344,13 +346,14 @@ impl App {
                             Err(code) => bail!("the component answered with error code {code:?}"),
                         };
                         let response = accessor.with(|access| response.into_http(access, request_io))?;
-                        let response = response.map(|b| {
+                        let mut response = response.map(|b| {
                             DoneBody {
                                 inner: b.map_err(|e| anyhow::anyhow!("{e:?}")).boxed_unsync(),
                                 done: Some(done_tx),
                             }
                             .boxed_unsync()
                         });
+                        response.extensions_mut().insert(instantiated);
                         send(Ok(response));
                         let _ = done_rx.await;
                         Ok(())
@@ -365,6 +368,10 @@ impl App {
         head_rx.await.unwrap_or_else(|_| Err(anyhow::anyhow!("the instance ended without a response")))
     }
 }
+
+/// How long instantiating the component took, carried on the response for the log.
+#[derive(Debug, Clone, Copy)]
+pub struct Instantiation(pub Duration);
 
 /// A body that signals when it has been read to the end or dropped, so the
 /// instance that produces it stays alive exactly as long as needed.

@@ -108,11 +108,12 @@ async fn handle(app: Arc<App>, req: Request<Incoming>, client: SocketAddr) -> Re
             ),
         }
     };
-    eprintln!(
-        "{method} {path} {component} {} {:.2}ms id={id}",
-        resp.status().as_u16(),
-        started.elapsed().as_secs_f64() * 1e3
-    );
+    let inst = resp
+        .extensions()
+        .get::<crate::app::Instantiation>()
+        .map_or(String::new(), |i| format!(" inst={}us", i.0.as_micros()));
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    eprintln!("{method} {path} {component} {} {ms:.2}ms{inst} id={id}", resp.status().as_u16());
     resp
 }
 

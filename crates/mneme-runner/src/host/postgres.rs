@@ -102,6 +102,26 @@ async fn connect(pools: &PgPools, address: &str) -> Result<PgHandle, Error> {
     Ok(PgHandle { client: Arc::new(client) })
 }
 
+/// SQL NULL for a parameter of any type (a typed `None` would fix the type).
+#[derive(Debug)]
+struct Null;
+
+impl ToSql for Null {
+    fn to_sql(
+        &self,
+        _: &Type,
+        _: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(tokio_postgres::types::IsNull::Yes)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
 fn params(values: &[ParameterValue]) -> Result<Vec<Box<dyn ToSql + Sync + Send>>, Error> {
     values
         .iter()
@@ -125,7 +145,7 @@ fn params(values: &[ParameterValue]) -> Result<Vec<Box<dyn ToSql + Sync + Send>>
                         .ok_or_else(|| Error::BadParameter("timestamp out of range".into()))?
                         .naive_utc(),
                 ),
-                ParameterValue::DbNull => Box::new(None::<String>),
+                ParameterValue::DbNull => Box::new(Null),
                 other => {
                     return Err(Error::BadParameter(format!(
                         "parameter type not supported by the mneme runner: {other:?}"

@@ -29,8 +29,9 @@ printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "startup_ms 
 
 say "trivial component under wrk (GET /hello)"
 start bench
-wrk -t1 -c1 -d5s --latency "http://127.0.0.1:$PORT/hello" | grep -E "Requests/sec|50%|90%|99%" | sed 's/^/c=1  /'
-wrk -t2 -c16 -d10s --latency "http://127.0.0.1:$PORT/hello" | grep -E "Requests/sec|50%|90%|99%" | sed 's/^/c=16 /'
+for conf in "-t1 -c1" "-t1 -c8" "-t2 -c16"; do
+  wrk $conf -d10s --latency "http://127.0.0.1:$PORT/hello" | grep -E "^ +(50|90|99)%|Requests/sec" | sed "s/^ */wrk $conf: /"
+done
 say "instantiation time per request (from the runner's log)"
 grep -o 'GET /hello probe 200 [0-9.]*ms inst=[0-9]*us' "$STATE/logbench" | sed 's/.*inst=\([0-9]*\)us/\1/' | sort -n \
   | awk '{a[NR]=$1} END {printf "instantiate_us n=%d p50=%d p95=%d p99=%d\n", NR, a[int(NR*0.5)], a[int(NR*0.95)], a[int(NR*0.99)]}'

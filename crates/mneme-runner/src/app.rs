@@ -180,7 +180,16 @@ fn engine() -> Result<Engine> {
         .max_tables_per_component(32)
         .max_core_instances_per_component(64)
         .max_memory_size(1 << 30)
-        .total_stacks(512);
+        .total_stacks(512)
+        // Return memory to the OS in batches: each decommit is an madvise
+        // that interrupts every core running the process (TLB shootdown).
+        .decommit_batch_size(64)
+        // On Linux 6.7+, reset only the pages a request dirtied and keep them
+        // resident, instead of unmapping and faulting them back in.
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .linear_memory_keep_resident(4 << 20)
+        .table_keep_resident(64 << 10)
+        .async_stack_keep_resident(256 << 10);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Ok(Engine::new(&config)?)
 }

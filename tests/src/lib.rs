@@ -209,6 +209,23 @@ impl App {
         Started::Exited { code, log: std::fs::read_to_string(&log).unwrap_or_default() }
     }
 
+    /// Sends SIGTERM, as a process manager would on shutdown.
+    pub fn terminate(&self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+    }
+
+    /// Waits up to `limit` for the runner to exit; its exit status, if it did.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn stdout(&self) -> &[String] {
         &self.stdout
     }

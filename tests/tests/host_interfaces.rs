@@ -356,3 +356,21 @@ fn an_instance_over_its_memory_cap_fails_alone() {
     app.get("/alloc?mb=64").assert_error(500, "internal");
     assert_eq!(app.get("/alloc?mb=8").body, "allocated 8 MiB", "the next request gets a fresh instance");
 }
+
+#[test]
+fn shutdown_lets_in_flight_streams_finish_then_exits() {
+    let mut app = probe(&[]);
+    let url = app.url.clone();
+    let reader = std::thread::spawn(move || {
+        let resp = ureq::get(&format!("{url}/stream?n=4&ms=300")).call().expect("stream request");
+        let mut body = String::new();
+        resp.into_body().into_reader().read_to_string(&mut body).map(|_| body)
+    });
+    std::thread::sleep(Duration::from_millis(350));
+    app.terminate();
+    let body = reader.join().unwrap().expect("the in-flight stream must complete");
+    assert_eq!(body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\n");
+    let status = app.wait_exit(Duration::from_secs(15)).expect("the runner must exit after draining");
+    assert!(status.success(), "clean exit expected, got {status}");
+    assert!(app.log().contains("shutting down"));
+}

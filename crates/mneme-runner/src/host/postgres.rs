@@ -175,7 +175,7 @@ fn data_type(t: &Type) -> DbDataType {
 }
 
 fn value(row: &tokio_postgres::Row, i: usize) -> Result<DbValue, Error> {
-    use chrono::{Datelike, Timelike};
+    use chrono::Datelike;
     let t = row.columns()[i].type_().clone();
     let conv = |e: tokio_postgres::Error| Error::ValueConversionFailed(format!("column {i}: {e}"));
     macro_rules! get {
@@ -196,32 +196,26 @@ fn value(row: &tokio_postgres::Row, i: usize) -> Result<DbValue, Error> {
         Type::JSONB | Type::JSON => {
             get!(serde_json::Value, |j: serde_json::Value| DbValue::Jsonb(j.to_string().into_bytes()))
         }
-        Type::TIMESTAMP => get!(chrono::NaiveDateTime, |d: chrono::NaiveDateTime| DbValue::Datetime((
-            d.year(),
-            d.month() as u8,
-            d.day() as u8,
-            d.hour() as u8,
-            d.minute() as u8,
-            d.second() as u8,
-            d.nanosecond()
-        ))),
-        Type::TIMESTAMPTZ => {
-            get!(chrono::DateTime<chrono::Utc>, |d: chrono::DateTime<chrono::Utc>| DbValue::Datetime((
-                d.year(),
-                d.month() as u8,
-                d.day() as u8,
-                d.hour() as u8,
-                d.minute() as u8,
-                d.second() as u8,
-                d.nanosecond()
-            )))
-        }
+        Type::TIMESTAMP => get!(chrono::NaiveDateTime, |d: chrono::NaiveDateTime| datetime(&d)),
+        Type::TIMESTAMPTZ => get!(chrono::DateTime<chrono::Utc>, |d: chrono::DateTime<chrono::Utc>| datetime(&d)),
         Type::DATE => {
             get!(chrono::NaiveDate, |d: chrono::NaiveDate| DbValue::Date((d.year(), d.month() as u8, d.day() as u8)))
         }
         Type::VOID => DbValue::DbNull,
         _ => DbValue::Unsupported(Vec::new()),
     })
+}
+
+fn datetime(d: &(impl chrono::Datelike + chrono::Timelike)) -> DbValue {
+    DbValue::Datetime((
+        d.year(),
+        d.month() as u8,
+        d.day() as u8,
+        d.hour() as u8,
+        d.minute() as u8,
+        d.second() as u8,
+        d.nanosecond(),
+    ))
 }
 
 fn query_error(e: tokio_postgres::Error) -> Error {

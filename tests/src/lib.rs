@@ -6,6 +6,8 @@
 //! key namespace. A missing service fails the test with the command that
 //! starts it; nothing is skipped.
 
+pub mod fake_model;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,161 @@
+//! Talking to OpenAI-compatible models, minus the talking.
+//!
+//! Ollama, llama.cpp's server, vLLM and the hosted APIs all speak the same
+//! chat-completions format. This crate builds requests in it, decodes
+//! answers and the `text/event-stream` of a streamed answer (incrementally,
+//! as bytes arrive), and pulls a JSON object out of text that models wrap in
+//! code fences, preambles and trailing remarks. It does no I/O: the `llm`
+//! stage component sends the bytes.
+
+mod json;
+mod sse;
+
+pub use json::{JsonExtractError, extract_json, extract_json_as};
+pub use sse::{StreamEvent, StreamParser};
+
+use serde::{Deserialize, Serialize};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self { role, content: content.into() }
+    }
+}
+
+/// What to ask the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    /// Ask for a JSON object (`response_format: json_object`).
+    pub json: bool,
+    pub stream: bool,
+}
+
+impl ChatRequest {
+    /// The request body for `POST {base}/chat/completions`.
+    pub fn body(&self) -> String {
+        let mut v = serde_json::json!({
+            "model": self.model,
+            "messages": self.messages,
+            "stream": self.stream,
+        });
+        if let Some(m) = self.max_tokens {
+            v["max_tokens"] = m.into();
+        }
+        if let Some(t) = self.temperature {
+            v["temperature"] = serde_json::json!((f64::from(t) * 1000.0).round() / 1000.0);
+        }
+        if self.json {
+            v["response_format"] = serde_json::json!({ "type": "json_object" });
+        }
+        v.to_string()
+    }
+}
+
+/// A complete (non-streamed) answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChatAnswer {
+    pub text: String,
+    pub model: String,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("the model endpoint sent invalid JSON: {0}")]
+    BadJson(String),
+    #[error("the model endpoint sent no choices")]
+    NoChoices,
+    #[error("the model endpoint reported an error: {0}")]
+    Endpoint(String),
+}
+
+/// Decodes a chat-completions response body.
+pub fn parse_answer(body: &[u8]) -> Result<ChatAnswer, WireError> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| WireError::BadJson(e.to_string()))?;
+    if let Some(err) = v.get("error") {
+        let msg = err.get("message").and_then(|m| m.as_str()).map_or_else(|| err.to_string(), str::to_string);
+        return Err(WireError::Endpoint(msg));
+    }
+    let choice = v.get("choices").and_then(|c| c.get(0)).ok_or(WireError::NoChoices)?;
+    let text =
+        choice["message"]["content"].as_str().or_else(|| choice["text"].as_str()).unwrap_or_default().to_string();
+    let tokens = |k: &str| v["usage"][k].as_u64().unwrap_or(0) as u32;
+    Ok(ChatAnswer {
+        text,
+        model: v["model"].as_str().unwrap_or_default().to_string(),
+        prompt_tokens: tokens("prompt_tokens"),
+        completion_tokens: tokens("completion_tokens"),
+    })
+}
+
+/// Joins a base URL (ending in `/v1`) and `chat/completions`.
+pub fn completions_url(base: &str) -> String {
+    format!("{}/chat/completions", base.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_carries_only_what_was_asked() {
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: vec![Message::new(Role::System, "s"), Message::new(Role::User, "u")],
+            max_tokens: Some(10),
+            temperature: Some(0.2),
+            json: true,
+            stream: false,
+        };
+        let v: serde_json::Value = serde_json::from_str(&req.body()).unwrap();
+        assert_eq!(v["messages"][1]["role"], "user");
+        assert_eq!(v["max_tokens"], 10);
+        assert_eq!(v["temperature"], 0.2);
+        assert_eq!(v["response_format"]["type"], "json_object");
+        let plain = ChatRequest { max_tokens: None, temperature: None, json: false, ..req };
+        let v: serde_json::Value = serde_json::from_str(&plain.body()).unwrap();
+        assert!(v.get("max_tokens").is_none() && v.get("response_format").is_none());
+    }
+
+    #[test]
+    fn answers_decode_with_usage() {
+        let a = parse_answer(br#"{"model":"x","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#)
+            .unwrap();
+        assert_eq!(a, ChatAnswer { text: "hi".into(), model: "x".into(), prompt_tokens: 3, completion_tokens: 1 });
+    }
+
+    #[test]
+    fn endpoint_errors_and_garbage_are_errors() {
+        assert_eq!(
+            parse_answer(br#"{"error":{"message":"no such model"}}"#),
+            Err(WireError::Endpoint("no such model".into()))
+        );
+        assert_eq!(parse_answer(br#"{"choices":[]}"#), Err(WireError::NoChoices));
+        assert!(matches!(parse_answer(b"<html>"), Err(WireError::BadJson(_))));
+    }
+
+    #[test]
+    fn urls_join_with_one_slash() {
+        assert_eq!(completions_url("http://h/v1/"), "http://h/v1/chat/completions");
+        assert_eq!(completions_url("http://h/v1"), "http://h/v1/chat/completions");
+    }
+}

@@ -22,10 +22,10 @@ pub fn extract_json(text: &str) -> Result<serde_json::Value, JsonExtractError> {
     let mut start = 0;
     while let Some(off) = b[start..].iter().position(|&c| c == b'{' || c == b'[') {
         let open = start + off;
-        if let Some(close) = balanced_end(b, open) {
-            if let Ok(v) = serde_json::from_str(&text[open..=close]) {
-                return Ok(v);
-            }
+        if let Some(close) = balanced_end(b, open)
+            && let Ok(v) = serde_json::from_str(&text[open..=close])
+        {
+            return Ok(v);
         }
         start = open + 1;
     }

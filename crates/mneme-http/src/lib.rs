@@ -6,6 +6,8 @@
 //! up. Everything here is pure and works on `http` crate types, so it is
 //! tested natively and shared by every entry component.
 
+pub mod sse;
+
 use http::{HeaderMap, Response, StatusCode, header};
 use serde::Serialize;
 
@@ -60,6 +62,21 @@ impl ApiError {
                 .expect("error body serialises");
         json_body(self.status, body)
     }
+}
+
+/// Parses a JSON request body into `T`, with the 400 a caller can act on:
+/// `invalid-utf8`, `invalid-json` (with serde's line and column) or
+/// `invalid` (the right JSON with a wrong or missing field).
+pub fn parse_json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-utf8", format!("the body is not UTF-8: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid-json", "the body is empty; send a JSON object"));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        let code = if e.is_data() { "invalid" } else { "invalid-json" };
+        ApiError::new(StatusCode::BAD_REQUEST, code, e.to_string())
+    })
 }
 
 /// A JSON response with `status`.
@@ -157,6 +174,30 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(r.body()).unwrap();
         assert_eq!(v["error"]["code"], "not-found");
         assert_eq!(v["error"]["message"], "no route");
+    }
+
+    #[test]
+    fn body_parsing_errors_by_case() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Chat {
+            text: String,
+        }
+        let cases: &[(&[u8], Option<&str>)] = &[
+            (br#"{"text":"hi"}"#, None),
+            (b"\xff\xfe", Some("invalid-utf8")),
+            (b"", Some("invalid-json")),
+            (b"{not json", Some("invalid-json")),
+            (br#"{"text": 5}"#, Some("invalid")),
+            (br#"{}"#, Some("invalid")),
+        ];
+        for (body, want) in cases {
+            let got = parse_json_body::<Chat>(body).err().map(|e| {
+                assert_eq!(e.status, 400);
+                e.code
+            });
+            assert_eq!(got.as_deref(), *want, "body {:?}", String::from_utf8_lossy(body));
+        }
     }
 
     #[test]

@@ -1,0 +1,8 @@
+//! The deterministic rules of the message flow (design 002): everything the
+//! conversation pipeline decides without a model call. Each module is one
+//! step, in request order; none does I/O, so each is tested natively with a
+//! table of boundary cases.
+
+pub mod intent;
+pub mod social;
+mod words;

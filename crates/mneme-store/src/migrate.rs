@@ -31,9 +31,20 @@ async fn applied(sql: &Sql) -> Result<Vec<Applied>, StoreError> {
     rows.iter().map(|r| Ok(Applied { version: r.i64("version")? as u32, checksum: r.text("checksum")? })).collect()
 }
 
-/// Highest applied version, 0 for a fresh database.
+/// Highest applied version, 0 for a fresh database. Reads only: it never
+/// creates the bookkeeping table (creating it races with a migrator).
 pub async fn level(sql: &Sql) -> Result<u32, StoreError> {
-    sql.execute(m::CREATE_TABLE, &[]).await?;
+    let exists = match sql.kind() {
+        SqlKind::Postgres => {
+            "SELECT COUNT(*) AS n FROM pg_catalog.pg_tables WHERE tablename = 'schema_migrations' AND schemaname = current_schema()"
+        }
+        SqlKind::Sqlite => {
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        }
+    };
+    if sql.query(exists, &[]).await?.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0) == 0 {
+        return Ok(0);
+    }
     let rows = sql.query("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations", &[]).await?;
     Ok(rows.first().map(|r| r.i64("v")).transpose()?.unwrap_or(0) as u32)
 }
@@ -47,7 +58,6 @@ pub fn latest(sql: &Sql) -> u32 {
 /// this call applied.
 pub async fn migrate(sql: &Sql, now_ms: u64) -> Result<Vec<(u32, String)>, StoreError> {
     let shipped = m::shipped(backend(sql)).map_err(migration_error)?;
-    sql.execute(m::CREATE_TABLE, &[]).await?;
     let mut done = Vec::new();
     loop {
         let step = sql
@@ -55,6 +65,9 @@ pub async fn migrate(sql: &Sql, now_ms: u64) -> Result<Vec<(u32, String)>, Store
                 if tx.kind() == SqlKind::Postgres {
                     tx.execute("SELECT pg_advisory_xact_lock($1)", &[Value::Int(PG_LOCK_KEY)]).await?;
                 }
+                // Under the lock: concurrent `CREATE TABLE IF NOT EXISTS`
+                // statements collide in Postgres' catalog.
+                tx.execute(m::CREATE_TABLE, &[]).await?;
                 let applied = applied(tx).await?;
                 let Some(next) = m::plan(&shipped, &applied).map_err(migration_error)?.into_iter().next() else {
                     return Ok(None);

@@ -452,7 +452,8 @@ fn load_cached(engine: &Engine, dir: &Path, bytes: &[u8]) -> Result<Component> {
     }
     let component = Component::new(engine, bytes)?;
     std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("tmp");
+    // Unique per writer: two runners may compile the same component at once.
+    let tmp = path.with_extension(format!("{}.{:x}.tmp", std::process::id(), rand::random::<u32>()));
     std::fs::write(&tmp, component.serialize()?)?;
     std::fs::rename(&tmp, &path)?;
     Ok(component)

@@ -132,7 +132,7 @@ impl WasiHttpHooks for OutboundHttp {
         let component = self.caps.component.clone();
         Box::new(async move {
             if !allowed {
-                host::postgres::tracing_warn(&component, &format!("{scheme}://{host}:{port}"));
+                crate::outbound::log_denied(&component, &format!("{scheme}://{host}:{port}"));
                 return Err(ErrorCode::HttpRequestDenied.into());
             }
             let (res, io) = wasmtime_wasi_http::p3::default_send_request(request, options).await?;

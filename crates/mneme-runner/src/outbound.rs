@@ -114,6 +114,12 @@ impl AllowedHosts {
     }
 }
 
+/// Logs a refused connection, as Spin does, so a missing
+/// `allowed_outbound_hosts` entry is easy to find.
+pub fn log_denied(component: &str, destination: &str) {
+    eprintln!("component {component}: outbound network destination not allowed: {destination}");
+}
+
 fn port_num(entry: &str, p: &str) -> Result<u16> {
     p.parse().map_err(|_| anyhow::anyhow!("allowed_outbound_hosts entry `{entry}` has an invalid port `{p}`"))
 }

@@ -66,17 +66,13 @@ fn allowed(v: &SpinView<'_>, address: &str) -> Result<(), Error> {
             tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
         };
         if !v.ctx.caps.allowed_hosts.allows("postgres", &name, port) {
-            tracing_warn(&v.ctx.caps.component, &format!("postgres://{name}:{port}"));
+            crate::outbound::log_denied(&v.ctx.caps.component, &format!("postgres://{name}:{port}"));
             return Err(Error::ConnectionFailed(format!(
                 "Outbound network destination not allowed: postgres://{name}:{port}; add it to allowed_outbound_hosts"
             )));
         }
     }
     Ok(())
-}
-
-pub(crate) fn tracing_warn(component: &str, destination: &str) {
-    eprintln!("component {component}: outbound network destination not allowed: {destination}");
 }
 
 /// An open pooled connection.

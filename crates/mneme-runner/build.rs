@@ -16,20 +16,7 @@ const PACKAGES: &[&str] = &[
 
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    let meta = Command::new(env::var("CARGO").unwrap())
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .current_dir(env::var("CARGO_MANIFEST_DIR").unwrap())
-        .output()
-        .expect("running cargo metadata");
-    assert!(meta.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&meta.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
-    let sdk = meta["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "spin-sdk" && p["version"] == "7.0.0")
-        .expect("spin-sdk 7.0.0 in the dependency graph");
-    let sdk_dir = PathBuf::from(sdk["manifest_path"].as_str().unwrap()).parent().unwrap().join("wit/deps");
+    let sdk_dir = spin_sdk_dir().join("wit/deps");
     let dest = out.join("wit");
     let _ = fs::remove_dir_all(&dest);
     let mut paths = Vec::new();
@@ -54,6 +41,39 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let paths = paths.iter().map(|p| format!("{:?}", p.display().to_string())).collect::<Vec<_>>().join(", ");
     fs::write(out.join("spin_bindings.rs"), BINDGEN.replace("@PATHS@", &paths)).unwrap();
+}
+
+/// Where cargo unpacked spin-sdk 7.0.0 (a build-dependency, so it is there
+/// before this script runs): the registry's source folder, found without
+/// resolving the whole graph (`cargo metadata` would need every platform's
+/// crates downloaded). Falls back to `cargo metadata` for vendored sources.
+fn spin_sdk_dir() -> PathBuf {
+    let home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .expect("CARGO_HOME or HOME");
+    if let Ok(registries) = fs::read_dir(home.join("registry/src")) {
+        for r in registries.flatten() {
+            let dir = r.path().join("spin-sdk-7.0.0");
+            if dir.join("wit/deps").is_dir() {
+                return dir;
+            }
+        }
+    }
+    let meta = Command::new(env::var("CARGO").unwrap())
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .current_dir(env::var("CARGO_MANIFEST_DIR").unwrap())
+        .output()
+        .expect("running cargo metadata");
+    assert!(meta.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&meta.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
+    let sdk = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "spin-sdk" && p["version"] == "7.0.0")
+        .expect("spin-sdk 7.0.0 in the dependency graph");
+    PathBuf::from(sdk["manifest_path"].as_str().unwrap()).parent().unwrap().to_path_buf()
 }
 
 /// The `bindgen!` call for Spin's host interfaces; `@PATHS@` becomes the

@@ -15,10 +15,13 @@ spin_sdk::wit_bindgen::generate!({
 use std::time::{Duration, Instant};
 
 use exports::mneme::llm::llm::{Completion, CompletionRequest, Guest, ModelStatus, Tier};
+use futures::StreamExt;
 use futures::future::{Either, select};
 use mneme::types::types::StageError;
 use mneme_llm::{ChatRequest, Message, Role};
+use mneme_llm::{StreamEvent, StreamParser};
 use spin_sdk::http::body::IncomingBodyExt;
+use spin_sdk::wit_bindgen::rt::async_support::{FutureReader, StreamReader, StreamWriter};
 
 struct Stage;
 
@@ -50,46 +53,7 @@ impl Guest for Stage {
     }
 
     async fn complete(req: CompletionRequest) -> Result<Completion, StageError> {
-        let c = config().await;
-        let Some(url) = c.url else {
-            return Err(error("model-unavailable", "no model is configured (set the Spin variable llm_url)"));
-        };
-        let model = match req.tier {
-            Tier::Primary => c.primary,
-            Tier::Light => c.light,
-        };
-        if model.is_empty() {
-            return Err(error("model-unavailable", "no model name is configured (set the Spin variable llm_model)"));
-        }
-        let messages = req
-            .messages
-            .into_iter()
-            .map(|m| {
-                let role = match m.role.as_str() {
-                    "system" => Role::System,
-                    "assistant" => Role::Assistant,
-                    _ => Role::User,
-                };
-                Message::new(role, m.content)
-            })
-            .collect();
-        let body = ChatRequest {
-            model: model.clone(),
-            messages,
-            max_tokens: req.max_tokens,
-            temperature: req.temperature,
-            json: req.json,
-            stream: false,
-        }
-        .body();
-        let mut http = spin_sdk::http::Request::post(mneme_llm::completions_url(&url))
-            .header("content-type", "application/json")
-            .header("content-length", body.len());
-        if let Some(key) = c.key {
-            http = http.header("authorization", format!("Bearer {key}"));
-        }
-        let http = http.body(body).map_err(|e| error("model-error", e.to_string()))?;
-
+        let (http, model, timeout_ms) = prepare(&req, false).await?;
         let started = Instant::now();
         let call = async {
             let resp =
@@ -101,15 +65,13 @@ impl Guest for Stage {
                 .await
                 .map_err(|e| error("model-error", format!("model endpoint body: {e:?}")))?;
             if !status.is_success() {
-                let snippet: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
-                return Err(error("model-error", format!("model endpoint answered {status}: {snippet}")));
+                return Err(status_error(status, &bytes));
             }
             mneme_llm::parse_answer(&bytes).map_err(|e| error("model-error", e.to_string()))
         };
-        let timeout = spin_sdk::time::sleep(Duration::from_millis(u64::from(req.timeout_ms.max(1))));
-        let answer = match select(Box::pin(call), Box::pin(timeout)).await {
+        let answer = match select(Box::pin(call), Box::pin(sleep_ms(timeout_ms))).await {
             Either::Left((answer, _)) => answer?,
-            Either::Right(_) => return Err(error("model-timeout", format!("no answer within {} ms", req.timeout_ms))),
+            Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
         };
         Ok(Completion {
             text: answer.text,
@@ -119,6 +81,154 @@ impl Guest for Stage {
             took_ms: started.elapsed().as_millis() as u32,
         })
     }
+
+    async fn complete_stream(
+        req: CompletionRequest,
+    ) -> (StreamReader<String>, FutureReader<Result<Completion, StageError>>) {
+        let (mut deltas, deltas_rx) = wit_stream::new::<String>();
+        let (outcome, outcome_rx) = wit_future::new::<Result<Completion, StageError>>(|| {
+            Err(StageError { code: "model-error".into(), message: "the stream ended without an outcome".into() })
+        });
+        spin_sdk::wasip3::spawn(async move {
+            let result = stream_into(&req, &mut deltas).await;
+            drop(deltas);
+            let _ = outcome.write(result).await;
+        });
+        (deltas_rx, outcome_rx)
+    }
+}
+
+fn sleep_ms(ms: u32) -> impl std::future::Future<Output = ()> {
+    spin_sdk::time::sleep(Duration::from_millis(u64::from(ms.max(1))))
+}
+
+fn status_error(status: spin_sdk::http::StatusCode, body: &[u8]) -> StageError {
+    let snippet: String = String::from_utf8_lossy(body).chars().take(200).collect();
+    error("model-error", format!("model endpoint answered {status}: {snippet}"))
+}
+
+/// Builds the HTTP request for a completion; fails fast with
+/// `model-unavailable` when no model is configured.
+async fn prepare(
+    req: &CompletionRequest,
+    stream: bool,
+) -> Result<(spin_sdk::http::Request<String>, String, u32), StageError> {
+    let c = config().await;
+    let Some(url) = c.url else {
+        return Err(error("model-unavailable", "no model is configured (set the Spin variable llm_url)"));
+    };
+    let model = match req.tier {
+        Tier::Primary => c.primary,
+        Tier::Light => c.light,
+    };
+    if model.is_empty() {
+        return Err(error("model-unavailable", "no model name is configured (set the Spin variable llm_model)"));
+    }
+    let messages = req
+        .messages
+        .iter()
+        .map(|m| {
+            let role = match m.role.as_str() {
+                "system" => Role::System,
+                "assistant" => Role::Assistant,
+                _ => Role::User,
+            };
+            Message::new(role, m.content.clone())
+        })
+        .collect();
+    let body = ChatRequest {
+        model: model.clone(),
+        messages,
+        max_tokens: req.max_tokens,
+        temperature: req.temperature,
+        json: req.json,
+        stream,
+    }
+    .body();
+    let mut http = spin_sdk::http::Request::post(mneme_llm::completions_url(&url))
+        .header("content-type", "application/json")
+        .header("content-length", body.len());
+    if stream {
+        http = http.header("accept", "text/event-stream");
+    }
+    if let Some(key) = c.key {
+        http = http.header("authorization", format!("Bearer {key}"));
+    }
+    let http = http.body(body).map_err(|e| error("model-error", e.to_string()))?;
+    Ok((http, model, req.timeout_ms))
+}
+
+/// Sends a streamed completion and forwards each text delta into `out`.
+/// A non-streaming answer (an endpoint that ignores `stream`) is forwarded
+/// as one delta.
+async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) -> Result<Completion, StageError> {
+    let (http, model, timeout_ms) = prepare(req, true).await?;
+    let started = Instant::now();
+    let resp = match select(Box::pin(spin_sdk::http::send(http)), Box::pin(sleep_ms(timeout_ms))).await {
+        Either::Left((r, _)) => r.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?,
+        Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
+    };
+    let status = resp.status();
+    let is_sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut body = resp.into_body().stream();
+    if !status.is_success() || !is_sse {
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next().await {
+            bytes.extend_from_slice(&chunk.map_err(|e| error("model-error", format!("model endpoint body: {e:?}")))?);
+        }
+        if !status.is_success() {
+            return Err(status_error(status, &bytes));
+        }
+        let a = mneme_llm::parse_answer(&bytes).map_err(|e| error("model-error", e.to_string()))?;
+        if !a.text.is_empty() {
+            out.write_one(a.text.clone()).await;
+        }
+        return Ok(Completion {
+            text: a.text,
+            model: if a.model.is_empty() { model } else { a.model },
+            prompt_tokens: a.prompt_tokens,
+            completion_tokens: a.completion_tokens,
+            took_ms: started.elapsed().as_millis() as u32,
+        });
+    }
+    let mut parser = StreamParser::new();
+    let mut text = String::new();
+    let mut pieces = 0u32;
+    loop {
+        let chunk = match select(Box::pin(body.next()), Box::pin(sleep_ms(timeout_ms))).await {
+            Either::Left((Some(c), _)) => c.map_err(|e| error("model-error", format!("model stream: {e:?}")))?,
+            Either::Left((None, _)) => break,
+            Either::Right(_) => return Err(error("model-timeout", format!("the stream stalled for {timeout_ms} ms"))),
+        };
+        for ev in parser.feed(&chunk) {
+            match ev {
+                StreamEvent::Delta(d) => {
+                    text.push_str(&d);
+                    pieces += 1;
+                    if out.write_one(d).await.is_some() {
+                        // The reader went away: stop paying for tokens.
+                        return Err(error("model-error", "the caller stopped reading"));
+                    }
+                }
+                StreamEvent::Error(e) => return Err(error("model-error", e)),
+                StreamEvent::Done => {}
+            }
+        }
+        if parser.is_done() {
+            break;
+        }
+    }
+    Ok(Completion {
+        text,
+        model,
+        prompt_tokens: 0,
+        completion_tokens: pieces,
+        took_ms: started.elapsed().as_millis() as u32,
+    })
 }
 
 export!(Stage);

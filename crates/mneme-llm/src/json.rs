@@ -16,8 +16,26 @@ pub enum JsonExtractError {
     Shape(String),
 }
 
-/// The first JSON object or array in `text` that parses.
+/// `text` without the `<think>…</think>` blocks that reasoning models emit
+/// before their answer (an unclosed block runs to the end).
+pub fn strip_reasoning(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("<think>") {
+        out.push_str(&rest[..open]);
+        rest = match rest[open..].find("</think>") {
+            Some(close) => &rest[open + close + "</think>".len()..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The first JSON object or array in `text` that parses, ignoring
+/// reasoning blocks.
 pub fn extract_json(text: &str) -> Result<serde_json::Value, JsonExtractError> {
+    let text = &strip_reasoning(text);
     let b = text.as_bytes();
     let mut start = 0;
     while let Some(off) = b[start..].iter().position(|&c| c == b'{' || c == b'[') {
@@ -73,6 +91,14 @@ fn balanced_end(b: &[u8], open: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn reasoning_blocks_are_skipped() {
+        let t = "<think>maybe {\"mode\":\"ACT\"}</think> {\"mode\":\"RESPOND\"}";
+        assert_eq!(super::extract_json(t).unwrap()["mode"], "RESPOND");
+        assert_eq!(super::strip_reasoning("a<think>b"), "a");
+        assert_eq!(super::strip_reasoning("a<think>b</think>c<think>d</think>e"), "ace");
+    }
+
     use super::*;
 
     #[test]

@@ -10,7 +10,7 @@
 mod json;
 mod sse;
 
-pub use json::{JsonExtractError, extract_json, extract_json_as};
+pub use json::{JsonExtractError, extract_json, extract_json_as, strip_reasoning};
 pub use sse::{StreamEvent, StreamParser};
 
 use serde::{Deserialize, Serialize};

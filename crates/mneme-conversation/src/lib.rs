@@ -3,6 +3,16 @@
 //! step, in request order; none does I/O, so each is tested natively with a
 //! table of boundary cases.
 
+pub mod act;
+pub mod context;
+pub mod generate;
+pub mod identity;
 pub mod intent;
+pub mod mode;
+pub mod router;
 pub mod social;
+pub mod topic;
+pub mod triage;
 mod words;
+
+pub use mode::Mode;

@@ -1,0 +1,342 @@
+//! Path C, step 4b: the ACT loop's rules (design 002 §4b). Each iteration
+//! plans actions with the primary model, checks the termination conditions,
+//! dispatches the actions, grows fatigue and logs the iteration. Limits are
+//! the design's (60 s cumulative, 10 s per action, 5 iterations); the fatigue
+//! budget, growth rate and base costs, which the design leaves open, are the
+//! reference implementation's (D-C8).
+
+use serde::{Deserialize, Serialize};
+
+/// The ACT planning prompt (design: `frontal-cortex-act.md`).
+pub const PROMPT: &str = include_str!("../../../prompts/frontal-cortex-act.md");
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    pub cumulative_timeout_ms: u64,
+    pub per_action_timeout_ms: u64,
+    pub max_iterations: u32,
+    pub fatigue_budget: f64,
+    pub fatigue_growth_rate: f64,
+    /// The same action this many times in a row ends the loop.
+    pub max_repeats: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cumulative_timeout_ms: 60_000,
+            per_action_timeout_ms: 10_000,
+            max_iterations: 5,
+            fatigue_budget: 10.0,
+            fatigue_growth_rate: 0.3,
+            max_repeats: 3,
+        }
+    }
+}
+
+/// One planned action: a type and its parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Why the loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    FatigueExhausted,
+    Timeout,
+    MaxIterations,
+    NoActions,
+    RepeatedAction,
+    PlanFailed,
+}
+
+/// Base fatigue cost of one action.
+pub fn base_cost(kind: &str) -> f64 {
+    match kind {
+        "introspect" => 0.5,
+        "memorize" => 0.8,
+        _ => 1.0,
+    }
+}
+
+/// Maps the aliases models use to the innate action names.
+pub fn canonical(kind: &str) -> String {
+    let k = kind.trim().to_ascii_lowercase();
+    match k.as_str() {
+        "memory_query" | "internal_reasoning" | "semantic_query" => "recall".into(),
+        "memory_write" => "memorize".into(),
+        "world_state_read" => "introspect".into(),
+        _ => k,
+    }
+}
+
+/// Parses a plan: `{"actions":[{type, …params}]}` or a bare list. Keys
+/// other than `type` and `params` are folded into the parameters.
+pub fn parse_plan(text: &str) -> Result<Vec<Action>, String> {
+    let v = mneme_llm::extract_json(text).map_err(|e| e.to_string())?;
+    let list = match &v {
+        serde_json::Value::Array(a) => a.clone(),
+        serde_json::Value::Object(o) => match o.get("actions") {
+            Some(serde_json::Value::Array(a)) => a.clone(),
+            Some(_) => return Err("`actions` is not a list".into()),
+            None => return Err("the plan has no `actions`".into()),
+        },
+        _ => return Err("the plan is not an object or a list".into()),
+    };
+    let mut out = Vec::new();
+    for item in list {
+        let serde_json::Value::Object(mut o) = item else { return Err("an action is not an object".into()) };
+        let Some(kind) = o.remove("type").and_then(|t| t.as_str().map(canonical)) else {
+            return Err("an action has no `type`".into());
+        };
+        let mut params = match o.remove("params") {
+            Some(serde_json::Value::Object(p)) => p,
+            _ => serde_json::Map::new(),
+        };
+        params.extend(o);
+        out.push(Action { kind, params });
+    }
+    Ok(out)
+}
+
+static LIST_ADD: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)\badd\s+(.+?)\s+to\s+(?:my|the)\s+(.+?\s+)?list\b").unwrap());
+static IN_DURATION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?i)\bin\s+(\d{1,4})\s*(minutes?|mins?|hours?|hrs?|days?)\b").unwrap()
+});
+static REMIND_WHAT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?i)\bremind me\s+(?:to\s+)?(.+?)(?:\s+in\s+\d{1,4}\s*(?:minutes?|mins?|hours?|hrs?|days?))?\s*[.!]?$",
+    )
+    .unwrap()
+});
+static FOCUS_ON: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?i)\b(?:focus(?: session)? on|deep work on|help me focus on)\s+(.+?)\s*[.!]?$").unwrap()
+});
+static REMEMBER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?i)^\s*(?:please\s+)?remember(?:\s+that)?\s+(?:my\s+)?(.+?)\s+(?:is|are)\s+(.+?)\s*[.!]?$")
+        .unwrap()
+});
+
+/// The ACT plan when no model is configured (D-C9): the first iteration
+/// recalls on the message and runs each contextual skill whose parameters
+/// can be read off the message ("add X to my Y list", "remind me to X in
+/// N minutes", "focus on X", "remember that my X is Y", a background task
+/// for the message); later iterations plan nothing, which ends the loop.
+pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64) -> Vec<Action> {
+    if iteration > 0 {
+        return Vec::new();
+    }
+    let obj = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+    let mut plan = vec![Action { kind: "recall".into(), params: obj(serde_json::json!({"query": text, "limit": 5})) }];
+    if let Some(c) = REMEMBER.captures(text) {
+        plan.push(Action {
+            kind: "memorize".into(),
+            params: obj(serde_json::json!({"facts": [{"key": c[1].trim(), "value": c[2].trim(), "confidence": 0.7}]})),
+        });
+    }
+    for skill in skills {
+        match skill.as_str() {
+            "list" => {
+                if let Some(c) = LIST_ADD.captures(text) {
+                    let list = c.get(2).map_or("Shopping List".to_string(), |m| format!("{} list", m.as_str().trim()));
+                    let items: Vec<String> = c[1]
+                        .split([','])
+                        .flat_map(|x| x.split(" and "))
+                        .map(|x| x.trim().to_string())
+                        .filter(|x| !x.is_empty())
+                        .collect();
+                    plan.push(Action {
+                        kind: "list".into(),
+                        params: obj(serde_json::json!({"action": "add", "list": list, "items": items})),
+                    });
+                } else {
+                    plan.push(Action { kind: "list".into(), params: obj(serde_json::json!({"action": "list_all"})) });
+                }
+            }
+            "schedule" => {
+                if let (Some(d), Some(w)) = (IN_DURATION.captures(text), REMIND_WHAT.captures(text)) {
+                    let n: u64 = d[1].parse().unwrap_or(0);
+                    let unit = d[2].to_lowercase();
+                    let ms = if unit.starts_with('d') {
+                        86_400_000
+                    } else if unit.starts_with('h') {
+                        3_600_000
+                    } else {
+                        60_000
+                    };
+                    let due = now_ms + n * ms;
+                    plan.push(Action {
+                        kind: "schedule".into(),
+                        params: obj(
+                            serde_json::json!({"action": "create", "message": w[1].trim(), "due_at": iso8601(due)}),
+                        ),
+                    });
+                } else {
+                    plan.push(Action { kind: "schedule".into(), params: obj(serde_json::json!({"action": "list"})) });
+                }
+            }
+            "focus" => match FOCUS_ON.captures(text) {
+                Some(c) => plan.push(Action {
+                    kind: "focus".into(),
+                    params: obj(serde_json::json!({"action": "set", "description": c[1].trim()})),
+                }),
+                None => plan.push(Action { kind: "focus".into(), params: obj(serde_json::json!({"action": "check"})) }),
+            },
+            "persistent_task" => plan.push(Action {
+                kind: "persistent_task".into(),
+                params: obj(serde_json::json!({"action": "create", "goal": text.trim()})),
+            }),
+            _ => {}
+        }
+    }
+    plan
+}
+
+/// Unix milliseconds as an ISO-8601 UTC timestamp.
+pub fn iso8601(ms: u64) -> String {
+    let secs = (ms / 1000) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The loop's running state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoopState {
+    /// Iterations completed so far.
+    pub iteration: u32,
+    pub fatigue: f64,
+    pub elapsed_ms: u64,
+    /// Action types dispatched, in order.
+    pub history: Vec<String>,
+}
+
+impl LoopState {
+    /// Checks, before dispatching `plan`, whether the loop must stop: the
+    /// fatigue budget, the cumulative timeout, the iteration cap, an empty
+    /// plan, or the same action for the third time running.
+    pub fn check(&self, plan: &[Action], limits: &Limits) -> Option<Termination> {
+        if self.fatigue >= limits.fatigue_budget {
+            return Some(Termination::FatigueExhausted);
+        }
+        if self.elapsed_ms >= limits.cumulative_timeout_ms {
+            return Some(Termination::Timeout);
+        }
+        if self.iteration >= limits.max_iterations {
+            return Some(Termination::MaxIterations);
+        }
+        if plan.is_empty() {
+            return Some(Termination::NoActions);
+        }
+        if plan.len() == 1 && limits.max_repeats > 1 {
+            let k = &plan[0].kind;
+            let run = self.history.iter().rev().take_while(|h| *h == k).count();
+            if run + 1 >= limits.max_repeats {
+                return Some(Termination::RepeatedAction);
+            }
+        }
+        None
+    }
+
+    /// Records a dispatched iteration: `cost = base × (1 + rate × i)` per
+    /// action with the 0-based iteration index `i`; returns the iteration's cost.
+    pub fn record(&mut self, plan: &[Action], took_ms: u64, limits: &Limits) -> f64 {
+        let factor = 1.0 + limits.fatigue_growth_rate * self.iteration as f64;
+        let cost: f64 = plan.iter().map(|a| base_cost(&a.kind) * factor).sum();
+        self.fatigue = ((self.fatigue + cost) * 1000.0).round() / 1000.0;
+        self.elapsed_ms += took_ms;
+        self.iteration += 1;
+        self.history.extend(plan.iter().map(|a| a.kind.clone()));
+        (cost * 1000.0).round() / 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(kind: &str) -> Action {
+        Action { kind: kind.into(), params: Default::default() }
+    }
+
+    #[test]
+    fn plans_parse_with_aliases_and_inline_params() {
+        let p = parse_plan(r#"{"actions":[{"type":"memory_query","query":"tea"},{"type":"memorize","params":{"facts":[]}}],"response":""}"#)
+            .unwrap();
+        assert_eq!(p[0].kind, "recall");
+        assert_eq!(p[0].params["query"], "tea");
+        assert_eq!(p[1].kind, "memorize");
+        assert!(parse_plan(r#"{"actions":[]}"#).unwrap().is_empty());
+        assert!(parse_plan("no plan").is_err());
+        assert!(parse_plan(r#"{"actions":[{"query":"x"}]}"#).is_err());
+    }
+
+    #[test]
+    fn rule_plans_read_parameters_off_the_message() {
+        let skills = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let p = rule_plan("add milk, eggs and bread to my shopping list", &skills(&["list"]), 0, 0);
+        assert_eq!(p[0].kind, "recall");
+        assert_eq!(p[1].params["items"], serde_json::json!(["milk", "eggs", "bread"]));
+        assert_eq!(p[1].params["list"], "shopping list");
+        let p = rule_plan("remind me to stretch in 30 minutes", &skills(&["schedule"]), 0, 1_795_343_400_000);
+        assert_eq!(p[1].params["message"], "stretch");
+        assert_eq!(p[1].params["due_at"], "2026-11-22T11:00:00Z");
+        let p = rule_plan("remember that my favourite tea is oolong", &[], 0, 0);
+        assert_eq!(p[1].params["facts"][0]["key"], "favourite tea");
+        assert!(rule_plan("anything", &[], 1, 0).is_empty());
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn fatigue_grows_with_the_iteration_index() {
+        let l = Limits::default();
+        let mut s = LoopState::default();
+        assert_eq!(s.record(&[a("recall"), a("introspect")], 10, &l), 1.5); // ×1.0
+        assert_eq!(s.record(&[a("memorize")], 10, &l), 1.04); // 0.8 × 1.3
+        assert_eq!(s.record(&[a("recall")], 10, &l), 1.6); // × 1.6
+        assert_eq!(s.fatigue, 4.14);
+        assert_eq!(s.iteration, 3);
+    }
+
+    #[test]
+    fn termination_boundaries() {
+        let l = Limits::default();
+        let plan = [a("recall")];
+        let at = |f: f64, e: u64, i: u32| {
+            LoopState { fatigue: f, elapsed_ms: e, iteration: i, history: vec![] }.check(&plan, &l)
+        };
+        assert_eq!(at(9.99, 0, 0), None);
+        assert_eq!(at(10.0, 0, 0), Some(Termination::FatigueExhausted));
+        assert_eq!(at(0.0, 59_999, 0), None);
+        assert_eq!(at(0.0, 60_000, 0), Some(Termination::Timeout));
+        assert_eq!(at(0.0, 0, 4), None);
+        assert_eq!(at(0.0, 0, 5), Some(Termination::MaxIterations));
+        assert_eq!(LoopState::default().check(&[], &l), Some(Termination::NoActions));
+    }
+
+    #[test]
+    fn the_third_identical_action_in_a_row_ends_the_loop() {
+        let l = Limits::default();
+        let s = |h: &[&str]| LoopState { history: h.iter().map(|x| x.to_string()).collect(), ..Default::default() };
+        assert_eq!(s(&["recall"]).check(&[a("recall")], &l), None);
+        assert_eq!(s(&["recall", "recall"]).check(&[a("recall")], &l), Some(Termination::RepeatedAction));
+        assert_eq!(s(&["recall", "memorize"]).check(&[a("recall")], &l), None);
+        // Two actions planned together are not a repetition.
+        assert_eq!(s(&["recall", "recall"]).check(&[a("recall"), a("memorize")], &l), None);
+    }
+}

@@ -1,0 +1,252 @@
+//! Path C, step 5: generation. The system prompt is the soul, the identity
+//! core and the mode's prompt (design 002 §4), followed by the assembled
+//! context; working memory follows as chat turns. Replies are plain text so
+//! they can stream token by token (D-C10). With no model, or when the model
+//! fails, the reply is built by rules from what memory holds and says so.
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::Assembled;
+use crate::mode::Mode;
+
+pub const SOUL: &str = include_str!("../../../prompts/soul.md");
+pub const IDENTITY_CORE: &str = include_str!("../../../prompts/identity-core.md");
+pub const RESPOND: &str = include_str!("../../../prompts/frontal-cortex-respond.md");
+pub const CLARIFY: &str = include_str!("../../../prompts/frontal-cortex-clarify.md");
+pub const ACKNOWLEDGE: &str = include_str!("../../../prompts/frontal-cortex-acknowledge.md");
+
+/// Temperature of generation.
+pub const TEMPERATURE: f32 = 0.5;
+
+/// Where a reply came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplySource {
+    Model,
+    RuleBased,
+    /// A social exit: deterministic, no model involved by design.
+    Social,
+}
+
+/// One result of the ACT loop, as generation and logs see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActResult {
+    pub action_type: String,
+    /// `success`, `error` or `timeout`.
+    pub status: String,
+    pub result: String,
+    pub execution_time_ms: u64,
+    pub confidence: f64,
+}
+
+/// The chat messages for generating a reply in `mode`.
+pub fn messages(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult]) -> Vec<mneme_llm::Message> {
+    use mneme_llm::{Message, Role};
+    let mode_prompt = match mode {
+        Mode::Clarify => CLARIFY,
+        Mode::Acknowledge => ACKNOWLEDGE,
+        _ => RESPOND,
+    };
+    let mut system = format!("{}\n{}\n{}", SOUL.trim(), IDENTITY_CORE.trim(), mode_prompt.trim());
+    system.push_str(&context_section(ctx, act));
+    let mut out = vec![Message::new(Role::System, system)];
+    for t in &ctx.turns {
+        if t.content.is_empty() {
+            continue;
+        }
+        let role = if t.role == "assistant" { Role::Assistant } else { Role::User };
+        out.push(Message::new(role, t.content.clone()));
+    }
+    out.push(Message::new(Role::User, text));
+    out
+}
+
+fn context_section(ctx: &Assembled, act: &[ActResult]) -> String {
+    let mut s = String::from("\n\n## Context\n");
+    if let Some(n) = &ctx.name {
+        s.push_str(&format!("- The principal's name: {n}\n"));
+    }
+    s.push_str(&format!("- Topic: {}{}\n", ctx.topic, if ctx.is_new_topic { " (new)" } else { "" }));
+    if let Some(gap) = ctx.returning_from_silence {
+        s.push_str(&format!("- The principal is back after {} minutes away; greet them warmly.\n", gap / 60));
+    }
+    if let Some(f) = &ctx.focus {
+        s.push_str(&format!("- Focus: {}\n", f.description));
+    }
+    if !ctx.world_state.is_empty() {
+        s.push_str(&format!("\n## World state\n{}\n", ctx.world_state.trim()));
+    }
+    if !ctx.facts.is_empty() {
+        s.push_str("\n## Facts\n");
+        for f in &ctx.facts {
+            s.push_str(&format!("- {}: {} (confidence {:.2})\n", f.key, f.value, f.confidence));
+        }
+    }
+    if !ctx.gists.is_empty() {
+        s.push_str("\n## Gists\n");
+        for g in &ctx.gists {
+            s.push_str(&format!("- [{}] {}\n", g.kind, g.content));
+        }
+    }
+    if !act.is_empty() {
+        s.push_str("\n## Actions taken for this message\n");
+        for r in act {
+            s.push_str(&format!("- {} ({}): {}\n", r.action_type, r.status, r.result));
+        }
+    }
+    s
+}
+
+/// Cleans a model reply: drops reasoning blocks, and unwraps a JSON
+/// `{"response": …}` for models that answer in JSON regardless.
+pub fn clean(raw: &str) -> String {
+    let text = mneme_llm::strip_reasoning(raw);
+    let trimmed = text.trim();
+    if trimmed.starts_with('{')
+        && let Ok(v) = mneme_llm::extract_json(trimmed)
+        && let Some(r) = v.get("response").and_then(|r| r.as_str())
+    {
+        return r.trim().to_string();
+    }
+    trimmed.to_string()
+}
+
+/// The label every rule-based reply starts with.
+pub fn fallback_label(reason: &str) -> String {
+    match reason {
+        "model-unavailable" => "[rule-based reply: no model is configured]".into(),
+        other => format!("[rule-based reply: the model failed ({other})]"),
+    }
+}
+
+/// A reply built by rules (D-C11): for RESPOND, what memory holds on the
+/// message (ACT results first, then facts, gists and the working memory
+/// turns that share its words); for CLARIFY, one question naming the
+/// message's keywords; for ACKNOWLEDGE, a fixed acknowledgement.
+pub fn fallback(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult], reason: &str) -> String {
+    let label = fallback_label(reason);
+    match mode {
+        Mode::Acknowledge => format!("{label} Noted."),
+        Mode::Clarify => {
+            let keys = keywords(text);
+            if keys.is_empty() {
+                format!("{label} Could you say a little more about what you need?")
+            } else {
+                format!("{label} Could you say more about what you mean by \"{}\"?", keys.join(" "))
+            }
+        }
+        _ => {
+            let mut lines: Vec<String> = Vec::new();
+            for r in act.iter().filter(|r| r.status == "success" && !r.result.is_empty()) {
+                lines.push(format!("{}: {}", r.action_type, r.result));
+            }
+            let keys = keywords(text);
+            let relevant = |s: &str| {
+                let l = s.to_lowercase();
+                keys.iter().any(|k| l.contains(k.as_str()))
+            };
+            for f in ctx.facts.iter().filter(|f| relevant(&f.key) || relevant(&f.value)) {
+                lines.push(format!("fact: {} = {}", f.key, f.value));
+            }
+            for g in ctx.gists.iter().filter(|g| relevant(&g.content)) {
+                lines.push(format!("gist: {}", g.content));
+            }
+            for t in ctx.turns.iter().filter(|t| t.role == "user" && relevant(&t.content) && t.content != text) {
+                lines.push(format!("you said earlier: {}", t.content));
+            }
+            lines.dedup();
+            lines.truncate(5);
+            if lines.is_empty() {
+                format!("{label} I have nothing in memory about this yet.")
+            } else {
+                format!("{label} Here is what I have on this:\n- {}", lines.join("\n- "))
+            }
+        }
+    }
+}
+
+/// Keywords of a message: words of 4+ letters that are not function words.
+pub fn keywords(text: &str) -> Vec<String> {
+    const SKIP: &[&str] = &[
+        "what", "when", "where", "which", "with", "that", "this", "there", "their", "about", "would", "could",
+        "should", "have", "from", "your", "mine", "they", "them", "were", "been", "does", "tell", "know", "just",
+        "like", "some", "more", "into", "than", "then", "also", "please", "thanks", "remember", "said",
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for w in crate::words::words(text) {
+        if w.chars().count() >= 4 && !SKIP.contains(&w.as_str()) && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out.truncate(6);
+    out
+}
+
+/// A reply's confidence: the mean of memory confidence and the router's
+/// confidence, capped at 0.3 for a rule-based reply.
+pub fn confidence(memory_confidence: f64, router_confidence: f64, source: ReplySource) -> f64 {
+    let c = ((memory_confidence + router_confidence.clamp(0.0, 1.0)) / 2.0).clamp(0.0, 1.0);
+    let c = if source == ReplySource::RuleBased { c.min(0.3) } else { c };
+    (c * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Fact, Turn};
+
+    fn ctx() -> Assembled {
+        Assembled {
+            topic: "tea".into(),
+            name: Some("Sam".into()),
+            facts: vec![Fact { key: "favourite_tea".into(), value: "oolong".into(), confidence: 0.7 }],
+            turns: vec![
+                Turn { role: "user".into(), content: "I drink oolong every morning".into(), at_ms: 1 },
+                Turn { role: "assistant".into(), content: "Noted.".into(), at_ms: 2 },
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn prompt_is_soul_identity_mode_then_context_then_turns() {
+        let m = messages(Mode::Clarify, &ctx(), "which tea?", &[]);
+        let sys = &m[0].content;
+        assert!(sys.starts_with(SOUL.trim()));
+        assert!(sys.contains("Mode: CLARIFY"));
+        assert!(sys.contains("favourite_tea: oolong"));
+        assert!(sys.contains("name: Sam"));
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[3].content, "which tea?");
+    }
+
+    #[test]
+    fn clean_strips_reasoning_and_json_wrappers() {
+        assert_eq!(clean("<think>hmm</think>\nHello there."), "Hello there.");
+        assert_eq!(clean("{\"response\": \"Hi!\", \"confidence\": 0.9}"), "Hi!");
+        assert_eq!(clean("  {not json} text "), "{not json} text");
+    }
+
+    #[test]
+    fn fallback_is_labelled_and_extractive() {
+        let r = fallback(Mode::Respond, &ctx(), "what tea do I drink, oolong?", &[], "model-unavailable");
+        assert!(r.starts_with("[rule-based reply: no model is configured]"), "{r}");
+        assert!(r.contains("favourite_tea = oolong"), "{r}");
+        assert!(r.contains("you said earlier: I drink oolong every morning"), "{r}");
+        let none = fallback(Mode::Respond, &Assembled::default(), "quantum chromodynamics", &[], "model-timeout");
+        assert_eq!(
+            none,
+            "[rule-based reply: the model failed (model-timeout)] I have nothing in memory about this yet."
+        );
+        let c =
+            fallback(Mode::Clarify, &Assembled::default(), "fix the thing with the build", &[], "model-unavailable");
+        assert!(c.ends_with("\"thing build\"?"), "{c}");
+    }
+
+    #[test]
+    fn confidence_blends_and_caps_rule_based() {
+        assert_eq!(confidence(0.8, 0.6, ReplySource::Model), 0.7);
+        assert_eq!(confidence(0.8, 0.6, ReplySource::RuleBased), 0.3);
+        assert_eq!(confidence(0.2, 3.0, ReplySource::Model), 0.6);
+    }
+}

@@ -9,7 +9,7 @@ say "running the tests"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --release --lib --bins --tests "$@" 2>&1 | tee "$log" || status=$?
+cargo test --release --no-fail-fast --lib --bins --tests "$@" 2>&1 | tee "$log" || status=$?
 # One closing line for the whole run, summed over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"

@@ -1,6 +1,9 @@
 //! A scripted OpenAI-compatible endpoint on loopback, for tests: answers
 //! `POST …/chat/completions` with a chosen reply, after a chosen delay, with
-//! a chosen status, and records every request body it received.
+//! a chosen status, and records every request body it received. A request
+//! with `"stream": true` gets a `text/event-stream` answer, one word per
+//! chunk. Routes pick a different script by a marker in the request body
+//! (the triage prompt's wording, say), so one server plays every model call.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -10,20 +13,33 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Script {
     pub reply: String,
+    /// Before the answer's headers.
     pub delay: Duration,
     pub status: u16,
+    /// Between streamed chunks.
+    pub chunk_delay: Duration,
 }
 
 impl Default for Script {
     fn default() -> Self {
-        Self { reply: "scripted answer".into(), delay: Duration::ZERO, status: 200 }
+        Self { reply: "scripted answer".into(), delay: Duration::ZERO, status: 200, chunk_delay: Duration::ZERO }
     }
 }
+
+/// Markers of the app's model calls, found in their request bodies.
+pub mod marker {
+    pub const TRIAGE: &str = "You triage one message";
+    pub const TIEBREAK: &str = "Two response modes";
+    pub const ACT_PLAN: &str = "Mode: ACT.";
+}
+
+type Routes = Arc<Mutex<Vec<(String, Script)>>>;
 
 pub struct FakeModel {
     /// `host:port` it listens on.
     pub addr: String,
     pub script: Arc<Mutex<Script>>,
+    pub routes: Routes,
     pub requests: Arc<Mutex<Vec<String>>>,
 }
 
@@ -33,15 +49,28 @@ impl FakeModel {
         let addr = listener.local_addr().unwrap().to_string();
         let script = Arc::new(Mutex::new(script));
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (script.clone(), requests.clone());
+        let routes: Routes = Arc::new(Mutex::new(Vec::new()));
+        let (s, r, ro) = (script.clone(), requests.clone(), routes.clone());
         std::thread::spawn(move || {
-            for stream in listener.incoming().take(10_000) {
+            for stream in listener.incoming().take(1_000_000) {
                 let Ok(stream) = stream else { continue };
-                let (s, r) = (s.clone(), r.clone());
-                std::thread::spawn(move || serve(stream, &s, &r));
+                let (s, r, ro) = (s.clone(), r.clone(), ro.clone());
+                std::thread::spawn(move || serve(stream, &s, &ro, &r));
             }
         });
-        Self { addr, script, requests }
+        Self { addr, script, routes, requests }
+    }
+
+    /// Answers requests whose body contains `marker` with `script`.
+    pub fn route(&self, marker: &str, script: Script) {
+        let mut r = self.routes.lock().unwrap();
+        r.retain(|(m, _)| m != marker);
+        r.push((marker.to_string(), script));
+    }
+
+    /// Requests whose body contains `marker`.
+    pub fn requests_with(&self, marker: &str) -> Vec<String> {
+        self.requests().into_iter().filter(|b| b.contains(marker)).collect()
     }
 
     /// Base URL ending in `/v1`.
@@ -58,7 +87,12 @@ impl FakeModel {
     }
 }
 
-fn serve(mut s: std::net::TcpStream, script: &Mutex<Script>, log: &Mutex<Vec<String>>) {
+fn serve(
+    mut s: std::net::TcpStream,
+    script: &Mutex<Script>,
+    routes: &Mutex<Vec<(String, Script)>>,
+    log: &Mutex<Vec<String>>,
+) {
     s.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let mut got = Vec::new();
     let mut buf = vec![0u8; 65536];
@@ -90,9 +124,30 @@ fn serve(mut s: std::net::TcpStream, script: &Mutex<Script>, log: &Mutex<Vec<Str
             return;
         }
     };
-    log.lock().unwrap().push(body);
-    let Script { reply, delay, status } = script.lock().unwrap().clone();
+    log.lock().unwrap().push(body.clone());
+    let chosen = routes.lock().unwrap().iter().find(|(m, _)| body.contains(m.as_str())).map(|(_, s)| s.clone());
+    let Script { reply, delay, status, chunk_delay } = chosen.unwrap_or_else(|| script.lock().unwrap().clone());
     std::thread::sleep(delay);
+    let streamed = serde_json::from_str::<serde_json::Value>(&body).is_ok_and(|v| v["stream"] == true);
+    if streamed && status == 200 {
+        if write!(s, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n").is_err() {
+            return;
+        }
+        let mut first = true;
+        for word in reply.split_inclusive(' ') {
+            if !first {
+                std::thread::sleep(chunk_delay);
+            }
+            first = false;
+            let chunk = serde_json::json!({"id": "cmpl-test", "object": "chat.completion.chunk", "model": "scripted-model",
+                "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": null}]});
+            if write!(s, "data: {chunk}\n\n").and_then(|_| s.flush()).is_err() {
+                return;
+            }
+        }
+        let _ = write!(s, "data: [DONE]\n\n");
+        return;
+    }
     let payload = if status == 200 {
         serde_json::json!({
             "id": "cmpl-test", "object": "chat.completion", "model": "scripted-model",

@@ -143,8 +143,12 @@ fn tick_endpoint_is_closed_when_no_token_is_configured() {
 #[test]
 fn unknown_paths_get_a_json_404() {
     let b = BackendEnv::new(Backend::Embedded);
-    let app = App::start("spin.toml", &env(&b));
-    app.get("/no/such/thing").assert_error(404, "not-found");
+    let mut vars = env(&b);
+    vars.push(("SPIN_VARIABLE_API_KEY".into(), "k".into()));
+    let app = App::start("spin.toml", &vars);
+    // Behind the API key, so the route map is not probed anonymously.
+    app.get("/no/such/thing").assert_error(401, "unauthorized");
+    app.request("GET", "/no/such/thing", &[("authorization", "Bearer k")], None).assert_error(404, "not-found");
     app.request("POST", "/health", &[], None).assert_error(405, "method-not-allowed");
 }
 

@@ -1,28 +1,229 @@
-//! The public HTTP entry component. It authenticates, parses and routes;
-//! every piece of work happens in the stage components it imports.
+//! The public HTTP entry component. It authenticates, validates and routes;
+//! the conversation pipeline runs across the stage components it imports
+//! (a dependency may not have dependencies, so the entry wires the stages
+//! together: `chat.rs` is that wiring, in the design's order).
 
 spin_sdk::wit_bindgen::generate!({
-    path: ["../../wit/types", "../../wit/store", "../../wit/entries"],
+    path: [
+        "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
+        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/entries",
+    ],
     world: "mneme:entries/http-api",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     generate_all,
 });
 
+mod chat;
+mod clock;
+mod events;
+
+use mneme::memory::memory;
 use mneme::store::store;
-use mneme_http::{ApiError, json};
-use serde_json::json;
+use mneme::types::types::StageError;
+use mneme_http::{ApiError, json, parse_json_body, require_bearer};
+use serde_json::{Value, json};
+use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use spin_sdk::http_service;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// What every handler returns: a response for the host.
+pub type Reply = Result<spin_sdk::wasip3::http::types::Response, spin_sdk::wasip3::http::types::ErrorCode>;
+
+pub fn reply(r: impl IntoResponse) -> Reply {
+    r.into_response()
+}
+
+pub fn err(e: ApiError) -> Reply {
+    reply(e.into_response())
+}
+
 #[http_service]
-async fn handle(req: Request) -> impl IntoResponse {
+async fn handle(req: Request) -> Reply {
     let path = req.uri().path().to_string();
-    match (req.method(), path.as_str()) {
-        (&Method::GET, "/health") => health().await,
-        (_, "/health") => ApiError::method_not_allowed("GET").into_response(),
-        _ => ApiError::not_found(format!("no endpoint at {path}")).into_response(),
+    let method = req.method().clone();
+    if path == "/health" {
+        return match method {
+            Method::GET => reply(health().await),
+            _ => err(ApiError::method_not_allowed("GET")),
+        };
+    }
+    let key = spin_sdk::variables::get("api_key").await.ok();
+    if let Err(e) = require_bearer(req.headers(), key.as_deref(), "api_key") {
+        return err(e);
+    }
+    let query = query_map(req.uri().query().unwrap_or(""));
+    let allowed = |m: &str| err(ApiError::method_not_allowed(m));
+    match path.as_str() {
+        "/chat" if method == Method::POST => chat::handle(req).await,
+        "/chat" => allowed("POST"),
+        "/events" if method == Method::GET => events::handle(&req, &query).await,
+        "/events" => allowed("GET"),
+        "/conversation/recent" if method == Method::GET => {
+            let limit = match num(&query, "limit", 20, 1, 100) {
+                Ok(l) => l,
+                Err(e) => return err(e),
+            };
+            reply(stage_json(
+                memory::recent(json!({"thread_id": query.get("thread_id"), "limit": limit}).to_string()).await,
+            ))
+        }
+        "/conversation/recent" => allowed("GET"),
+        "/memory/search" if method == Method::GET => {
+            let Some(q) = query.get("q").filter(|q| !q.trim().is_empty()) else {
+                return err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", "the query parameter `q` is required"));
+            };
+            if q.chars().count() > 500 {
+                return err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", "`q` is at most 500 characters"));
+            }
+            let limit = match num(&query, "limit", 20, 1, 100) {
+                Ok(l) => l,
+                Err(e) => return err(e),
+            };
+            let now = clock::now_ms(req.headers()).await;
+            reply(stage_json(memory::search(json!({"q": q, "limit": limit, "now_ms": now}).to_string()).await))
+        }
+        "/memory/search" => allowed("GET"),
+        "/memory/forget" if method == Method::POST => {
+            let body = match req.into_body().bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    return err(ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid-body",
+                        format!("the body could not be read: {e:?}"),
+                    ));
+                }
+            };
+            let v: Value = match parse_json_body(&body) {
+                Ok(v) => v,
+                Err(e) => return err(e),
+            };
+            if !v.is_object() || !v.get("scope").is_some_and(Value::is_string) {
+                return err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    "send {\"scope\": \"exchange\"|\"fact\"|\"topic\", …}",
+                ));
+            }
+            for k in ["topic", "key", "id"] {
+                if v.get(k).is_some_and(|x| !x.is_string() && !x.is_null()) {
+                    return err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", format!("`{k}` must be a string")));
+                }
+            }
+            reply(stage_json(memory::forget(v.to_string()).await))
+        }
+        "/memory/forget" => allowed("POST"),
+        "/privacy/export" if method == Method::GET => {
+            let now = clock::now_ms(req.headers()).await;
+            match memory::export_all(json!({"now_ms": now}).to_string()).await {
+                Ok(body) => spin_sdk::http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .header("content-disposition", "attachment; filename=\"mneme-export.json\"")
+                    .body(body)
+                    .expect("static parts")
+                    .into_response(),
+                Err(e) => reply(stage_error(e)),
+            }
+        }
+        "/privacy/export" => allowed("GET"),
+        "/privacy/delete-all" if method == Method::DELETE => {
+            if query.get("confirm").map(String::as_str) != Some("true") {
+                return err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "confirmation-required",
+                    "deleting everything cannot be undone; repeat with ?confirm=true",
+                ));
+            }
+            reply(stage_json(memory::delete_all("{}".into()).await))
+        }
+        "/privacy/delete-all" => allowed("DELETE"),
+        "/jobs" if method == Method::GET => {
+            let limit = match num(&query, "limit", 50, 1, 500) {
+                Ok(l) => l,
+                Err(e) => return err(e),
+            };
+            reply(stage_json(
+                memory::jobs(
+                    json!({"queue": query.get("queue"), "status": query.get("status"), "limit": limit}).to_string(),
+                )
+                .await,
+            ))
+        }
+        "/jobs" => allowed("GET"),
+        _ => err(ApiError::not_found(format!("no endpoint at {path}"))),
+    }
+}
+
+fn stage_error(e: StageError) -> spin_sdk::http::Response<String> {
+    ApiError::from_stage(&e.code, e.message).into_response()
+}
+
+/// A stage's JSON answer as a 200, or its error.
+fn stage_json(r: Result<String, StageError>) -> spin_sdk::http::Response<String> {
+    match r {
+        Ok(body) => spin_sdk::http::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(body)
+            .expect("static parts"),
+        Err(e) => stage_error(e),
+    }
+}
+
+/// Decoded query parameters (the last value of a repeated name wins).
+pub fn query_map(q: &str) -> std::collections::HashMap<String, String> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// An integer query parameter within bounds, else 400.
+fn num(
+    q: &std::collections::HashMap<String, String>,
+    name: &str,
+    default: u32,
+    min: u32,
+    max: u32,
+) -> Result<u32, ApiError> {
+    match q.get(name) {
+        None => Ok(default),
+        Some(v) => v.parse::<u32>().ok().filter(|n| (min..=max).contains(n)).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                format!("`{name}` must be an integer from {min} to {max}"),
+            )
+        }),
     }
 }
 

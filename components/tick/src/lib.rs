@@ -7,7 +7,10 @@
 //! (`curl -X POST -H "Authorization: Bearer $CRON_TOKEN" …/tick/heartbeat`).
 
 spin_sdk::wit_bindgen::generate!({
-    path: ["../../wit/types", "../../wit/store", "../../wit/entries"],
+    path: [
+        "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
+        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/entries",
+    ],
     world: "mneme:entries/tick",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     generate_all,

@@ -234,6 +234,35 @@ impl Kv {
         }
     }
 
+    /// Every live key that starts with `prefix`, without the namespace. For
+    /// bulk deletion (forgetting, deleting everything); a single principal's
+    /// key count keeps the scan cheap.
+    pub async fn keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let full = self.key(prefix);
+        let raw: Vec<String> = match &self.backend {
+            Backend::Redis(_) => {
+                let pattern: String = full
+                    .chars()
+                    .flat_map(|c| if matches!(c, '*' | '?' | '[' | ']' | '\\') { vec!['\\', c] } else { vec![c] })
+                    .chain(std::iter::once('*'))
+                    .collect();
+                let r = self.redis("KEYS", vec![bin(&pattern)]).await?;
+                r.into_iter().filter_map(binary).map(|b| String::from_utf8_lossy(&b).into_owned()).collect()
+            }
+            Backend::KeyValue(s) => {
+                let all = s.get_keys().await.collect().await.map_err(kv_error)?;
+                let mut live = Vec::new();
+                for k in all.into_iter().filter(|k| k.starts_with(&full)) {
+                    if self.load(&k).await?.is_some() {
+                        live.push(k);
+                    }
+                }
+                live
+            }
+        };
+        Ok(raw.into_iter().filter_map(|k| k.strip_prefix(&self.prefix).map(str::to_string)).collect())
+    }
+
     /// Adds or rescores `member` in the sorted set at `key`; true when new.
     pub async fn zadd(&self, key: &str, score: f64, member: &str) -> Result<bool, StoreError> {
         let key = self.key(key);

@@ -65,6 +65,11 @@ impl Row {
         Self { columns, values }
     }
 
+    /// Column names and values, in select order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.columns.iter().map(String::as_str).zip(self.values.iter())
+    }
+
     pub fn value(&self, column: &str) -> Result<&Value, StoreError> {
         self.columns
             .iter()

@@ -1,0 +1,116 @@
+//! `GET /events`: the proactive stream (drift thoughts, task progress,
+//! reminders). Events are rows with increasing ids; each is sent with its
+//! `id:` so a reconnecting client's `Last-Event-ID` replays exactly what it
+//! missed. A first connection gets the last 24 h (at most 200 events). The
+//! handler streams for a bounded window (25 s by default, `?wait=` 0–55 s),
+//! polling once a second, then ends cleanly so the client reconnects: no
+//! instance is held open for long (serverless-friendly, D-C14).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::SinkExt;
+use mneme_http::{ApiError, sse};
+use serde_json::{Value, json};
+use spin_sdk::http::{Request, StatusCode};
+
+use crate::mneme::memory::memory;
+use crate::{Reply, err, reply};
+
+const DEFAULT_WINDOW_S: u64 = 25;
+const KEEPALIVE_MS: u64 = 15_000;
+const POLL_MS: u64 = 1_000;
+const BACKLOG_MS: u64 = 24 * 3600 * 1000;
+
+pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
+    let last =
+        req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    let after_id = match last {
+        None => None,
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n >= 0 => Some(n),
+            _ => {
+                return err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    "`Last-Event-ID` must be a non-negative integer",
+                ));
+            }
+        },
+    };
+    let window_s = match query.get("wait") {
+        None => DEFAULT_WINDOW_S,
+        Some(w) => match w.parse::<u64>() {
+            Ok(n) if n <= 55 => n,
+            _ => {
+                return err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    "`wait` must be an integer from 0 to 55 (seconds)",
+                ));
+            }
+        },
+    };
+    let now = crate::clock::now_ms(req.headers()).await;
+    // Check the store answers before committing to a stream.
+    let first = match memory::events_after(
+        json!({"after_id": after_id, "since_ms": now.saturating_sub(BACKLOG_MS), "limit": 200}).to_string(),
+    )
+    .await
+    {
+        Ok(body) => serde_json::from_str::<Vec<Value>>(&body).unwrap_or_default(),
+        Err(e) => return err(ApiError::from_stage(&e.code, e.message)),
+    };
+    let (mut tx, body) = spin_sdk::http::body::stream::<String>();
+    spin_sdk::wasip3::spawn(async move {
+        let started = crate::clock::system_ms();
+        let mut last_id = after_id.unwrap_or(0);
+        let mut last_write = started;
+        if tx.send(sse::retry(3000)).await.is_err() {
+            return;
+        }
+        let mut batch = first;
+        loop {
+            for ev in &batch {
+                let id = ev["id"].as_i64().unwrap_or(last_id);
+                let kind = ev["type"].as_str().unwrap_or("notification");
+                let data = json!({"id": id, "type": kind, "payload": ev["payload"], "created_ms": ev["created_ms"]});
+                if tx.send(sse::event_with_id(id as u64, kind, &data.to_string())).await.is_err() {
+                    return;
+                }
+                last_id = last_id.max(id);
+                last_write = crate::clock::system_ms();
+            }
+            let now = crate::clock::system_ms();
+            if now.saturating_sub(started) >= window_s * 1000 {
+                break;
+            }
+            if now.saturating_sub(last_write) >= KEEPALIVE_MS {
+                if tx.send(sse::comment("keepalive")).await.is_err() {
+                    return;
+                }
+                last_write = now;
+            }
+            spin_sdk::time::sleep(Duration::from_millis(POLL_MS)).await;
+            batch = match memory::events_after(json!({"after_id": last_id, "limit": 200}).to_string()).await {
+                Ok(body) => serde_json::from_str::<Vec<Value>>(&body).unwrap_or_default(),
+                Err(e) => {
+                    let _ = tx
+                        .send(sse::event("error", &json!({"message": e.message, "recoverable": true}).to_string()))
+                        .await;
+                    return;
+                }
+            };
+        }
+        let _ = tx.send(sse::event("done", &json!({"reconnect": true}).to_string())).await;
+    });
+    reply(
+        spin_sdk::http::Response::builder()
+            .status(200)
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache")
+            .header("x-accel-buffering", "no")
+            .body(body)
+            .expect("static parts"),
+    )
+}

@@ -1,0 +1,31 @@
+//! The `router` stage (`mneme:router`): the mode router. A thin adapter over
+//! `mneme_pipeline::router`.
+
+spin_sdk::wit_bindgen::generate!({
+    path: ["../../wit/types", "../../wit/router"],
+    world: "mneme:router/stage-router",
+    runtime_path: "::spin_sdk::wit_bindgen::rt",
+    generate_all,
+});
+
+use exports::mneme::router::router::Guest;
+use mneme::types::types::StageError;
+use mneme_pipeline::{Fail, run};
+
+struct Stage;
+
+fn err(f: Fail) -> StageError {
+    StageError { code: f.code, message: f.message }
+}
+
+impl Guest for Stage {
+    async fn route(request: String) -> Result<String, StageError> {
+        run(&request, mneme_pipeline::router::route).await.map_err(err)
+    }
+
+    async fn record_decision(request: String) -> Result<String, StageError> {
+        run(&request, mneme_pipeline::router::record).await.map_err(err)
+    }
+}
+
+export!(Stage);

@@ -1,0 +1,218 @@
+//! Phase D (design 002 §6): the post-response commit, in one transaction so
+//! a failure leaves nothing half-written: working memory, the exchange and
+//! interaction_log rows, the thread's state, onboarding (spark_state) and the
+//! encode event's jobs on the durable queue.
+
+use mneme_conversation::Mode;
+use mneme_conversation::context::Turn;
+use mneme_store::{Sql, Stores, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::{Result, json_text, wm};
+
+pub const CHUNKER_QUEUE: &str = "memory-chunker-queue";
+pub const EPISODIC_QUEUE: &str = "episodic-memory-queue";
+pub const SEMANTIC_QUEUE: &str = "semantic_consolidation_queue";
+/// An episode is due after this many exchanges on the thread…
+pub const EPISODE_EXCHANGES: i64 = 5;
+/// …or this many on a topic the principal just left…
+pub const EPISODE_TOPIC_EXCHANGES: i64 = 3;
+/// …or after this much inactivity (ms) with exchanges pending.
+pub const EPISODE_INACTIVITY_MS: u64 = 600_000;
+/// Semantic consolidation runs every this many episodes.
+pub const SEMANTIC_EVERY_EPISODES: i64 = 20;
+
+#[derive(Debug, Deserialize)]
+pub struct Request {
+    pub exchange_id: String,
+    pub request_id: String,
+    pub thread_id: String,
+    pub source: String,
+    pub text: String,
+    pub reply: String,
+    pub mode: Mode,
+    pub confidence: f64,
+    /// `model`, `rule-based` or `social`.
+    pub reply_source: String,
+    pub topic: String,
+    /// The topic of the thread's previous exchange, to notice a switch.
+    pub previous_topic: Option<String>,
+    pub tools: Vec<String>,
+    pub now_ms: u64,
+    pub duration_ms: u64,
+    pub generation_ms: Option<u64>,
+    /// A social exit: no encode event (nothing to consolidate).
+    pub fast_path: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Committed {
+    pub exchange_id: String,
+    pub jobs: Vec<String>,
+}
+
+pub async fn commit(req: Request) -> Result<Committed> {
+    let stores = Stores::open().await?;
+    let jobs = stores
+        .sql
+        .transaction(async |sql: &Sql| {
+            commit_in(sql, &req)
+                .await
+                .map_err(|f| mneme_store::StoreError::new("commit", format!("{}: {}", f.code, f.message)))
+        })
+        .await?;
+    Ok(Committed { exchange_id: req.exchange_id, jobs })
+}
+
+async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
+    let now = Value::Int(r.now_ms as i64);
+    let prior = sql
+        .query("SELECT last_activity_ms FROM threads WHERE id = $1", &[r.thread_id.as_str().into()])
+        .await?
+        .first()
+        .map(|row| row.i64("last_activity_ms"))
+        .transpose()?;
+    wm::append(
+        sql,
+        &r.thread_id,
+        &[
+            Turn { role: "user".into(), content: r.text.clone(), at_ms: r.now_ms },
+            Turn { role: "assistant".into(), content: r.reply.clone(), at_ms: r.now_ms },
+        ],
+    )
+    .await?;
+    sql.execute(
+        "INSERT INTO threads (id, created_ms, last_activity_ms, exchange_count, previous_mode, previous_tools) \
+         VALUES ($1, $2, $2, 1, $3, $4) ON CONFLICT (id) DO UPDATE SET last_activity_ms = excluded.last_activity_ms, \
+         exchange_count = threads.exchange_count + 1, previous_mode = excluded.previous_mode, previous_tools = excluded.previous_tools",
+        &[r.thread_id.as_str().into(), now.clone(), r.mode.as_str().into(), json_text(&r.tools).into()],
+    )
+    .await?;
+    sql.execute(
+        "INSERT INTO exchanges (id, thread_id, request_id, source, prompt, response, topic, mode, confidence, reply_source, created_ms, duration_ms) \
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
+        &[
+            r.exchange_id.as_str().into(),
+            r.thread_id.as_str().into(),
+            r.request_id.as_str().into(),
+            r.source.as_str().into(),
+            r.text.as_str().into(),
+            r.reply.as_str().into(),
+            r.topic.as_str().into(),
+            r.mode.as_str().into(),
+            r.confidence.into(),
+            r.reply_source.as_str().into(),
+            now.clone(),
+            Value::Int(r.duration_ms as i64),
+        ],
+    )
+    .await?;
+    for (event, mode, conf, gen_ms, payload) in [
+        ("user_input", None, None, None, json!({"text": r.text, "source": r.source})),
+        (
+            "system_response",
+            Some(r.mode.as_str()),
+            Some(r.confidence),
+            r.generation_ms.map(|g| g as i64),
+            json!({"text": r.reply, "reply_source": r.reply_source, "request_id": r.request_id}),
+        ),
+    ] {
+        sql.execute(
+            "INSERT INTO interaction_log (event_type, thread_id, exchange_id, topic, source, mode, confidence, generation_ms, payload, created_ms) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+            &[
+                event.into(),
+                r.thread_id.as_str().into(),
+                r.exchange_id.as_str().into(),
+                r.topic.as_str().into(),
+                r.source.as_str().into(),
+                mode.into(),
+                conf.into(),
+                gen_ms.into(),
+                payload.to_string().into(),
+                now.clone(),
+            ],
+        )
+        .await?;
+    }
+    sql.execute(
+        "INSERT INTO spark_state (id, exchange_count, first_ms, last_ms) VALUES (1, 1, $1, $1) \
+         ON CONFLICT (id) DO UPDATE SET exchange_count = spark_state.exchange_count + 1, last_ms = excluded.last_ms",
+        std::slice::from_ref(&now),
+    )
+    .await?;
+    if r.fast_path {
+        return Ok(Vec::new());
+    }
+
+    // The encode event: the chunker job for this exchange, an episode when
+    // the session calls for one, and semantic consolidation every 20 episodes.
+    let mut jobs = vec![CHUNKER_QUEUE.to_string()];
+    let payload = json!({"exchange_id": r.exchange_id, "thread_id": r.thread_id, "topic": r.topic, "prompt": r.text, "response": r.reply}).to_string();
+    enqueue(sql, CHUNKER_QUEUE, Some(&r.thread_id), &payload, r.now_ms).await?;
+    let last_episode = sql
+        .query(
+            "SELECT max(created_ms) AS at FROM jobs WHERE queue = $1 AND ref = $2",
+            &[EPISODIC_QUEUE.into(), r.thread_id.as_str().into()],
+        )
+        .await?
+        .first()
+        .map(|row| row.opt_i64("at"))
+        .transpose()?
+        .flatten()
+        .unwrap_or(0);
+    let since = sql
+        .query(
+            "SELECT count(*) AS n FROM exchanges WHERE thread_id = $1 AND created_ms > $2 AND reply_source <> 'social'",
+            &[r.thread_id.as_str().into(), Value::Int(last_episode)],
+        )
+        .await?
+        .first()
+        .map(|row| row.i64("n"))
+        .transpose()?
+        .unwrap_or(0);
+    let mut due = since >= EPISODE_EXCHANGES
+        || prior.is_some_and(|p| r.now_ms.saturating_sub(p as u64) >= EPISODE_INACTIVITY_MS && since > 1);
+    if let Some(prev) = r.previous_topic.as_deref().filter(|p| *p != r.topic) {
+        let on_prev = sql
+            .query(
+                "SELECT count(*) AS n FROM exchanges WHERE thread_id = $1 AND topic = $2 AND created_ms > $3",
+                &[r.thread_id.as_str().into(), prev.into(), Value::Int(last_episode)],
+            )
+            .await?
+            .first()
+            .map(|row| row.i64("n"))
+            .transpose()?
+            .unwrap_or(0);
+        due |= on_prev >= EPISODE_TOPIC_EXCHANGES;
+    }
+    if due {
+        let p = json!({"thread_id": r.thread_id, "since_ms": last_episode, "until_ms": r.now_ms, "topic": r.topic})
+            .to_string();
+        enqueue(sql, EPISODIC_QUEUE, Some(&r.thread_id), &p, r.now_ms).await?;
+        jobs.push(EPISODIC_QUEUE.into());
+        let episodes = sql
+            .query("SELECT count(*) AS n FROM jobs WHERE queue = $1", &[EPISODIC_QUEUE.into()])
+            .await?
+            .first()
+            .map(|row| row.i64("n"))
+            .transpose()?
+            .unwrap_or(0);
+        if episodes % SEMANTIC_EVERY_EPISODES == 0 {
+            enqueue(sql, SEMANTIC_QUEUE, None, &json!({"episodes": episodes}).to_string(), r.now_ms).await?;
+            jobs.push(SEMANTIC_QUEUE.into());
+        }
+    }
+    Ok(jobs)
+}
+
+/// Puts a job on a durable queue.
+pub async fn enqueue(sql: &Sql, queue: &str, reference: Option<&str>, payload: &str, now_ms: u64) -> Result<()> {
+    sql.execute(
+        "INSERT INTO jobs (queue, ref, payload, status, attempts, lease_until_ms, created_ms, updated_ms) VALUES ($1, $2, $3, 'queued', 0, 0, $4, $4)",
+        &[queue.into(), reference.into(), payload.into(), Value::Int(now_ms as i64)],
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! Phase A: context assembly (design 002 §2).
+
+use mneme_conversation::context::{self, Assembled, FocusSource, STREAK_TTL_MS};
+use mneme_conversation::{Mode, identity, topic};
+use mneme_store::{Sql, Stores, Value};
+use serde::Deserialize;
+
+use crate::{Fail, Result, records, wm};
+
+#[derive(Debug, Deserialize)]
+pub struct Request {
+    pub thread_id: String,
+    pub text: String,
+    pub now_ms: u64,
+    /// A social exit: skip the embedding and topic classification.
+    #[serde(default)]
+    pub light: bool,
+}
+
+/// Topics compared against a message: the most recently active ones.
+const TOPIC_CANDIDATES: i64 = 200;
+/// Name of the topic before any message has been classified.
+pub const GENERAL_TOPIC: &str = "general";
+
+pub async fn assemble(req: Request) -> Result<Assembled> {
+    let started = mneme_store::kv::now_ms();
+    let stores = Stores::open().await?;
+    let (sql, kv) = (&stores.sql, &stores.kv);
+    let now = req.now_ms;
+
+    let thread = sql
+        .query(
+            "SELECT last_activity_ms, exchange_count, previous_mode, previous_tools FROM threads WHERE id = $1",
+            &[req.thread_id.as_str().into()],
+        )
+        .await?;
+    let (last_activity, exchange_count, previous_mode, previous_tools) = match thread.first() {
+        Some(r) => (
+            Some(r.i64("last_activity_ms")? as u64),
+            r.i64("exchange_count")? as u32,
+            r.opt_text("previous_mode")?.and_then(|m| Mode::parse(&m)),
+            serde_json::from_str::<Vec<String>>(&r.text("previous_tools")?).unwrap_or_default(),
+        ),
+        None => (None, 0, None, Vec::new()),
+    };
+    let returning = context::returning_from_silence(last_activity, now);
+
+    // Step 1: the IIP hook, before anything else reads identity.
+    let stated = identity::stated_name(&req.text);
+    if let Some(name) = &stated {
+        save_trait(sql, "name", name, "core", "explicit", identity::NAME_CONFIDENCE, now).await?;
+    }
+    let name = match stated.clone() {
+        Some(n) => Some(n),
+        None => sql
+            .query("SELECT value FROM user_traits WHERE key = 'name'", &[])
+            .await?
+            .first()
+            .map(|r| r.text("value"))
+            .transpose()?,
+    };
+
+    let turns = wm::read(sql, &req.thread_id, now).await?;
+    let prior_streak = records::streak(kv, &req.thread_id, now).await?;
+    let stored_focus = records::focus(kv, &req.thread_id, now).await?;
+
+    let (topic_name, is_new_topic, topic_confidence, streak, distracted) = if req.light {
+        let t = prior_streak.as_ref().map_or(GENERAL_TOPIC.to_string(), |s| s.topic.clone());
+        (t, false, 0.0, prior_streak.as_ref().map_or(0, |s| s.count), false)
+    } else {
+        let embedding = embed(&req.text)?;
+        let c =
+            classify_topic(sql, &embedding, &req.text, prior_streak.as_ref().map(|s| s.topic.as_str()), now).await?;
+        let streak = context::next_streak(prior_streak.as_ref(), &c.topic);
+        records::set_streak(kv, &req.thread_id, &streak, now).await?;
+        let mut distracted = false;
+        if let Some(f) = &stored_focus {
+            distracted =
+                !f.embedding.is_empty() && context::cosine(&embedding, &f.embedding) < context::DISTRACTION_COSINE;
+        }
+        if let Some(f) = context::infer_focus(stored_focus.as_ref().map(|f| &f.focus), &streak) {
+            let e = embed(&c.topic.replace('-', " "))?;
+            records::set_focus(
+                kv,
+                &req.thread_id,
+                &records::StoredFocus { focus: f, embedding: e },
+                now,
+                STREAK_TTL_MS,
+            )
+            .await?;
+        }
+        (c.topic, c.is_new_topic, c.similarity, streak.count, distracted)
+    };
+    let focus = records::focus(kv, &req.thread_id, now).await?.map(|f| f.focus);
+
+    let gists = records::gists(kv, &topic_name, now).await?;
+    let facts = records::facts(kv, &topic_name, now).await?;
+    let fok = records::fok(kv, &topic_name).await?;
+    let world_state = world_state(sql, focus.as_ref(), now).await?;
+    let wm_turns = wm::turn_count(&turns);
+    let warmth = context::warmth(wm_turns, gists.len(), !world_state.is_empty());
+    let density = context::density(gists.len(), facts.len());
+    let memory_confidence = context::memory_confidence(fok, warmth.warmth, density, is_new_topic);
+    let recent = sql
+        .query(
+            "SELECT router_confidence FROM routing_decisions WHERE topic = $1 ORDER BY id DESC LIMIT 3",
+            &[topic_name.as_str().into()],
+        )
+        .await?;
+    let mut recent_router_confidences =
+        recent.iter().map(|r| r.f64("router_confidence")).collect::<std::result::Result<Vec<_>, _>>()?;
+    recent_router_confidences.reverse();
+
+    Ok(Assembled {
+        thread_id: req.thread_id,
+        name,
+        name_stated: stated.is_some(),
+        turns,
+        wm_turns,
+        gists: gists
+            .iter()
+            .map(|g| context::Gist { content: g.content.clone(), kind: g.kind.clone(), confidence: g.confidence })
+            .collect(),
+        facts: records::plain_facts(&facts),
+        world_state,
+        fok,
+        warmth: warmth.warmth,
+        density,
+        memory_confidence,
+        topic: topic_name,
+        previous_topic: prior_streak.map(|s| s.topic),
+        is_new_topic,
+        topic_confidence,
+        streak,
+        focus,
+        distracted,
+        returning_from_silence: returning,
+        previous_mode,
+        previous_tools,
+        recent_router_confidences,
+        session_exchange_count: exchange_count,
+        salience: context::salience(&req.text),
+        took_ms: mneme_store::kv::now_ms().saturating_sub(started),
+    })
+}
+
+/// The message's all-MiniLM-L6-v2 embedding (384 dimensions), computed by
+/// the host behind Spin's `generate-embeddings`.
+pub fn embed(text: &str) -> Result<Vec<f32>> {
+    let r = spin_sdk::llm::generate_embeddings(spin_sdk::llm::EmbeddingModel::AllMiniLmL6V2, &[text.to_string()])
+        .map_err(|e| Fail::new("embedding-failed", format!("generate-embeddings: {e:?}")))?;
+    r.embeddings.into_iter().next().ok_or_else(|| Fail::new("embedding-failed", "no embedding returned"))
+}
+
+fn to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn from_bytes(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+async fn classify_topic(
+    sql: &Sql,
+    embedding: &[f32],
+    text: &str,
+    recent: Option<&str>,
+    now: u64,
+) -> Result<topic::Classification> {
+    let rows = sql
+        .query(
+            "SELECT name, embedding, messages FROM topics ORDER BY last_active_ms DESC LIMIT $1",
+            &[Value::Int(TOPIC_CANDIDATES)],
+        )
+        .await?;
+    let mut topics = Vec::with_capacity(rows.len());
+    for r in &rows {
+        topics.push(topic::Topic {
+            name: r.text("name")?,
+            embedding: from_bytes(&r.blob("embedding")?),
+            messages: r.i64("messages")? as u32,
+        });
+    }
+    let c = topic::classify(embedding, &topics, recent, &topic::name_from(text, now));
+    if c.is_new_topic {
+        sql.execute(
+            "INSERT INTO topics (name, embedding, messages, created_ms, last_active_ms) VALUES ($1, $2, 1, $3, $3) \
+             ON CONFLICT (name) DO UPDATE SET last_active_ms = excluded.last_active_ms",
+            &[c.topic.as_str().into(), to_bytes(embedding).into(), Value::Int(now as i64)],
+        )
+        .await?;
+    } else if let Some(mut t) = topics.into_iter().find(|t| t.name == c.topic) {
+        topic::fold(&mut t, embedding);
+        sql.execute(
+            "UPDATE topics SET embedding = $2, messages = $3, last_active_ms = $4 WHERE name = $1",
+            &[
+                t.name.as_str().into(),
+                to_bytes(&t.embedding).into(),
+                Value::Int(t.messages as i64),
+                Value::Int(now as i64),
+            ],
+        )
+        .await?;
+    }
+    Ok(c)
+}
+
+/// Writes a trait (the IIP hook and the `memorize` action use it).
+pub async fn save_trait(
+    sql: &Sql,
+    key: &str,
+    value: &str,
+    category: &str,
+    source: &str,
+    confidence: f64,
+    now: u64,
+) -> Result<()> {
+    sql.execute(
+        "INSERT INTO user_traits (key, value, category, source, confidence, speaker_confidence, updated_ms) \
+         VALUES ($1, $2, $3, $4, $5, 1.0, $6) ON CONFLICT (key) DO UPDATE SET value = excluded.value, \
+         category = excluded.category, source = excluded.source, confidence = excluded.confidence, \
+         speaker_confidence = excluded.speaker_confidence, updated_ms = excluded.updated_ms",
+        &[key.into(), value.into(), category.into(), source.into(), confidence.into(), Value::Int(now as i64)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// World state (D-C13): what is in motion around the principal: the focus
+/// session, reminders due in the next 24 h and active persistent tasks.
+/// Empty when nothing is, which makes world_score 0.
+pub async fn world_state(sql: &Sql, focus: Option<&context::Focus>, now: u64) -> Result<String> {
+    let mut lines = Vec::new();
+    if let Some(f) = focus {
+        let how = if f.source == FocusSource::Explicit { "set by the principal" } else { "inferred" };
+        lines.push(format!("- [FOCUS] {} ({how})", f.description));
+    }
+    let due = sql
+        .query(
+            "SELECT message, due_ms FROM scheduled_items WHERE status = 'pending' AND due_ms <= $1 ORDER BY due_ms LIMIT 3",
+            &[Value::Int((now + 24 * 3600 * 1000) as i64)],
+        )
+        .await?;
+    for r in &due {
+        let mins = (r.i64("due_ms")? - now as i64) / 60_000;
+        lines.push(format!("- [REMINDER] in {mins} min: {}", r.text("message")?));
+    }
+    let tasks = sql
+        .query(
+            "SELECT goal, coverage FROM persistent_tasks WHERE status IN ('accepted', 'in_progress') ORDER BY priority DESC, created_ms LIMIT 3",
+            &[],
+        )
+        .await?;
+    for r in &tasks {
+        lines.push(format!("- [TASK] {} ({:.0}% covered)", r.text("goal")?, r.f64("coverage")? * 100.0));
+    }
+    Ok(lines.join("\n"))
+}

@@ -1,0 +1,79 @@
+//! The I/O of the conversation stages. Each stage component (`components/*`)
+//! is a thin adapter: it decodes the JSON request its WIT function receives,
+//! calls one function here, and encodes the answer (D-C2). The decisions
+//! themselves are `mneme-conversation`'s pure functions; this crate reads
+//! and writes the stores around them.
+
+pub mod act;
+pub mod commit;
+pub mod context;
+pub mod memory;
+pub mod records;
+pub mod router;
+pub mod triage;
+pub mod wm;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use mneme_store::{StoreError, Stores};
+
+/// A stage failure: a code (`invalid`, `not-found`, a store code…) and a
+/// message; components turn it into their WIT `stage-error`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fail {
+    pub code: String,
+    pub message: String,
+}
+
+impl Fail {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Fail { code: code.into(), message: message.into() }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Fail::new("invalid", message)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail { code: e.code.to_string(), message: e.message }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Fail>;
+
+/// Decodes a stage request.
+pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {
+    serde_json::from_str(request).map_err(|e| Fail::invalid(format!("stage request: {e}")))
+}
+
+/// Encodes a stage answer.
+pub fn encode<T: Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Fail::new("internal", format!("encoding the answer: {e}")))
+}
+
+/// Runs a stage function from JSON to JSON.
+pub async fn run<Req: DeserializeOwned, Resp: Serialize>(
+    request: &str,
+    f: impl AsyncFnOnce(Req) -> Result<Resp>,
+) -> Result<String> {
+    encode(&f(decode(request)?).await?)
+}
+
+/// `n` random bytes as lowercase hex.
+pub fn random_hex(n: usize) -> String {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).expect("the host provides randomness");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A fresh id: 16 random bytes as 32 hex digits.
+pub fn new_id() -> String {
+    random_hex(16)
+}
+
+/// JSON text of a value (for TEXT columns).
+pub fn json_text<T: Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}

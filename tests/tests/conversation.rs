@@ -1,0 +1,402 @@
+//! The conversation path through the runner over HTTP, on both storage
+//! backends, against a scripted OpenAI-compatible model on loopback: input
+//! validation, the social exit, triage and its 500 ms fallback, the mode
+//! router, generation streamed token by token, the rule-based fallbacks, the
+//! ACT loop, working memory (TTL and concurrency) and the commit's logs.
+
+use std::time::Duration;
+
+use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::{App, BACKENDS, Backend, BackendEnv};
+use serde_json::{Value, json};
+
+const KEY: &str = "test-api-key";
+
+struct Chat {
+    status: u16,
+    request_id: Option<String>,
+    raw: String,
+    events: Vec<(String, Value)>,
+}
+
+impl Chat {
+    fn named(&self, name: &str) -> Vec<&Value> {
+        self.events.iter().filter(|(n, _)| n == name).map(|(_, v)| v).collect()
+    }
+    fn message(&self) -> &Value {
+        self.named("message").first().copied().unwrap_or_else(|| panic!("no message event in:\n{}", self.raw))
+    }
+}
+
+fn parse_sse(raw: &str) -> Vec<(String, Value)> {
+    raw.split("\n\n")
+        .filter_map(|frame| {
+            let mut name = None;
+            let mut data = None;
+            for line in frame.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = Some(n.to_string());
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(d).ok();
+                }
+            }
+            Some((name?, data?))
+        })
+        .collect()
+}
+
+fn start(b: &BackendEnv, model: Option<&FakeModel>) -> App {
+    let mut env = b.vars.clone();
+    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
+    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
+    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
+    if let Some(m) = model {
+        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
+        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
+        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
+        env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
+    }
+    App::start("spin.toml", &env)
+}
+
+fn auth() -> String {
+    format!("Bearer {KEY}")
+}
+
+fn chat_at(app: &App, body: Value, clock: Option<u64>) -> Chat {
+    let a = auth();
+    let c = clock.map(|c| c.to_string());
+    let mut headers = vec![("authorization", a.as_str()), ("content-type", "application/json")];
+    if let Some(c) = &c {
+        headers.push(("x-mneme-clock", c.as_str()));
+    }
+    let r = app.request("POST", "/chat", &headers, Some(body.to_string().as_bytes()));
+    Chat {
+        status: r.status,
+        request_id: r.header("x-request-id").map(String::from),
+        events: parse_sse(&r.body),
+        raw: r.body,
+    }
+}
+
+fn chat(app: &App, text: &str) -> Chat {
+    chat_at(app, json!({"text": text}), None)
+}
+
+fn get(app: &App, path: &str) -> Value {
+    let a = auth();
+    let r = app.request("GET", path, &[("authorization", a.as_str())], None);
+    assert_eq!(r.status, 200, "{path}: {}", r.body);
+    r.json()
+}
+
+fn table(app: &App, name: &str) -> Vec<Value> {
+    get(app, "/privacy/export")["tables"][name].as_array().cloned().unwrap_or_default()
+}
+
+fn triage_answer(mode: &str) -> Script {
+    Script {
+        reply:
+            json!({"branch": mode.to_lowercase(), "mode": mode, "tools": [], "skills": [], "confidence_internal": 0.8,
+                      "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})
+            .to_string(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn bad_input_gets_a_400_before_any_stream() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let app = start(&b, None);
+    let a = auth();
+    let h = [("authorization", a.as_str())];
+    let cases: [(&[u8], &str); 9] = [
+        (b"{}", "missing-text"),
+        (br#"{"text": "   "}"#, "empty-text"),
+        (br#"{"text": 5}"#, "invalid"),
+        (b"{not json", "invalid-json"),
+        (b"", "invalid-json"),
+        (b"{\"text\": \"\xff\xfe\"}", "invalid-utf8"),
+        (br#"{"text": "hi", "thread_id": "a b"}"#, "invalid-thread-id"),
+        (br#"{"text": "hi", "source": "fax"}"#, "invalid-source"),
+        (br#"{"text": "hi", "colour": "red"}"#, "invalid"),
+    ];
+    for (body, code) in cases {
+        app.request("POST", "/chat", &h, Some(body)).assert_error(400, code);
+    }
+    let long = json!({"text": "x".repeat(32_001)}).to_string();
+    app.request("POST", "/chat", &h, Some(long.as_bytes())).assert_error(400, "text-too-long");
+    let huge = json!({"text": "x".repeat(300_000)}).to_string();
+    app.request("POST", "/chat", &h, Some(huge.as_bytes())).assert_error(400, "body-too-large");
+    app.request("GET", "/chat", &h, None).assert_error(405, "method-not-allowed");
+}
+
+#[test]
+fn every_endpoint_but_health_needs_the_api_key() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let app = start(&b, None);
+    for (m, p) in [
+        ("POST", "/chat"),
+        ("GET", "/events"),
+        ("GET", "/conversation/recent"),
+        ("GET", "/memory/search?q=x"),
+        ("POST", "/memory/forget"),
+        ("GET", "/privacy/export"),
+        ("DELETE", "/privacy/delete-all"),
+        ("GET", "/jobs"),
+    ] {
+        app.request(m, p, &[], None).assert_error(401, "unauthorized");
+        app.request(m, p, &[("authorization", "Bearer wrong")], None).assert_error(401, "unauthorized");
+    }
+    assert_eq!(app.get("/health").status, 200);
+    // With no key configured, the API is closed, not open.
+    let b2 = BackendEnv::new(Backend::Embedded);
+    let mut vars = b2.vars.clone();
+    vars.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
+    let closed = App::start("spin.toml", &vars);
+    closed
+        .request("POST", "/chat", &[("authorization", "Bearer anything")], Some(b"{}"))
+        .assert_error(503, "not-configured");
+}
+
+#[test]
+fn social_exits_answer_without_any_model_call_on_both_backends() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        let app = start(&b, Some(&model));
+        let c = chat(&app, "Hey there!");
+        assert_eq!(c.status, 200);
+        assert!(c.raw.starts_with("retry: 3000\n\n"), "{}", c.raw);
+        assert!(c.request_id.as_deref().is_some_and(|r| r.len() == 32), "X-Request-ID: {:?}", c.request_id);
+        let m = c.message();
+        assert_eq!(m["mode"], "ACKNOWLEDGE", "{m}");
+        assert_eq!(m["text"], "Hello.");
+        assert_eq!(m["source"], "social");
+        assert_eq!(c.events.last().unwrap().0, "done", "{}", c.raw);
+        assert!(c.events.last().unwrap().1["duration_ms"].is_u64());
+        assert_eq!(chat(&app, "never mind").message()["mode"], "CANCEL");
+        let ignore = chat(&app, "sorted it myself");
+        assert_eq!((ignore.message()["mode"].clone(), ignore.message()["text"].clone()), (json!("IGNORE"), json!("")));
+        assert!(model.requests().is_empty(), "a social exit made a model call: {:?}", model.requests());
+        // Committed: three exchanges, working memory, interaction_log; no encode jobs.
+        assert_eq!(table(&app, "exchanges").len(), 3);
+        assert_eq!(table(&app, "working_memory").len(), 6);
+        assert_eq!(table(&app, "interaction_log").len(), 6);
+        assert!(table(&app, "jobs").is_empty());
+        assert_eq!(table(&app, "spark_state")[0]["exchange_count"], 3);
+    }
+}
+
+#[test]
+fn respond_streams_tokens_from_the_model_and_commits_on_both_backends() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model =
+            FakeModel::start(Script { reply: "Photosynthesis turns light into sugar.".into(), ..Default::default() });
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
+        model.route(marker::TIEBREAK, Script { reply: r#"{"choice":"A"}"#.into(), ..Default::default() });
+        let app = start(&b, Some(&model));
+        let c = chat(&app, "What is photosynthesis?");
+        let tokens: Vec<String> = c.named("token").iter().map(|t| t["text"].as_str().unwrap().to_string()).collect();
+        assert!(tokens.len() >= 4, "streamed in pieces: {tokens:?}\n{}", c.raw);
+        assert_eq!(tokens.concat(), "Photosynthesis turns light into sugar.");
+        let m = c.message();
+        assert_eq!(m["text"], "Photosynthesis turns light into sugar.");
+        assert_eq!(m["source"], "model");
+        assert!(["RESPOND", "CLARIFY", "ACKNOWLEDGE"].contains(&m["mode"].as_str().unwrap()), "{m}");
+        assert!(m["exchange_id"].as_str().is_some_and(|e| e.len() == 32));
+        // Triage went to the light model with JSON output; generation to the primary, streamed.
+        let triage: Value = serde_json::from_str(&model.requests_with(marker::TRIAGE)[0]).unwrap();
+        assert_eq!(
+            (triage["model"].clone(), triage["response_format"]["type"].clone()),
+            (json!("small-model"), json!("json_object"))
+        );
+        let generation: Value =
+            serde_json::from_str(model.requests().iter().find(|r| r.contains("\"stream\":true")).unwrap()).unwrap();
+        assert_eq!(generation["model"], "big-model");
+        assert!(generation["messages"][0]["content"].as_str().unwrap().starts_with("You are Mneme"));
+        // Logs: triage calibration from the model, a routing decision, the commit.
+        let cal = table(&app, "triage_calibration");
+        assert_eq!((cal[0]["source"].clone(), cal[0]["mode"].clone()), (json!("model"), json!("RESPOND")), "{cal:?}");
+        let rd = table(&app, "routing_decisions");
+        assert_eq!(rd.len(), 1);
+        assert_eq!(rd[0]["exchange_id"], m["exchange_id"]);
+        assert!(serde_json::from_str::<Value>(rd[0]["scores"].as_str().unwrap()).unwrap()["RESPOND"].is_f64());
+        let jobs = get(&app, "/jobs?queue=memory-chunker-queue");
+        assert_eq!(jobs.as_array().unwrap().len(), 1, "{jobs}");
+        assert_eq!(jobs[0]["payload"]["exchange_id"], m["exchange_id"]);
+        let recent = get(&app, "/conversation/recent");
+        assert_eq!(recent["exchanges"][0]["response"], "Photosynthesis turns light into sugar.");
+    }
+}
+
+#[test]
+fn with_no_model_every_path_completes_with_labelled_fallbacks() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let app = start(&b, None);
+    let c = chat(&app, "remember that my favourite tea is oolong");
+    assert_eq!(c.status, 200);
+    let m = c.message();
+    assert_eq!(m["source"], "rule-based", "{}", c.raw);
+    assert!(m["text"].as_str().unwrap().starts_with("[rule-based reply: no model is configured]"), "{m}");
+    let cal = table(&app, "triage_calibration");
+    assert_eq!(cal[0]["source"], "heuristic");
+    assert_eq!(cal[0]["fallback_reason"], "model-unavailable");
+    let c = chat(&app, "Tell me about oolong tea and my favourite tea");
+    let text = c.message()["text"].as_str().unwrap().to_string();
+    assert!(text.starts_with("[rule-based reply"), "{text}");
+    assert!(text.contains("oolong"), "the fallback answers from memory: {text}");
+}
+
+#[test]
+fn triage_falls_back_at_500_ms_and_on_malformed_output() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let model = FakeModel::start(Script { reply: "Sure.".into(), ..Default::default() });
+    let app = start(&b, Some(&model));
+    let cases = [
+        (Script { delay: Duration::from_millis(300), ..triage_answer("RESPOND") }, "model", Value::Null),
+        (Script { delay: Duration::from_millis(800), ..triage_answer("RESPOND") }, "heuristic", json!("model-timeout")),
+        (Script { reply: "I would respond.".into(), ..Default::default() }, "heuristic", Value::Null),
+        (Script { reply: "overloaded".into(), status: 503, ..Default::default() }, "heuristic", json!("model-error")),
+    ];
+    for (i, (script, source, reason)) in cases.into_iter().enumerate() {
+        model.route(marker::TRIAGE, script);
+        let c = chat_at(
+            &app,
+            json!({"text": format!("Explain case number {i} of the tests please"), "thread_id": format!("t{i}")}),
+            None,
+        );
+        assert_eq!(c.message()["text"], "Sure.", "{}", c.raw);
+        let cal = table(&app, "triage_calibration");
+        let row = &cal[i];
+        assert_eq!(row["source"], source, "case {i}: {row}");
+        if reason.is_null() && source == "heuristic" {
+            assert!(row["fallback_reason"].as_str().unwrap().starts_with("malformed"), "{row}");
+        } else if !reason.is_null() {
+            assert_eq!(row["fallback_reason"], reason, "{row}");
+        }
+    }
+}
+
+#[test]
+fn act_loop_runs_innate_actions_and_logs_iterations() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        let c = chat(&app, "add milk and eggs to my shopping list");
+        let statuses = c.named("status");
+        assert!(statuses.iter().any(|s| s["stage"] == "acting"), "{}", c.raw);
+        assert_eq!(c.message()["mode"], "RESPOND");
+        let items: Vec<String> =
+            table(&app, "list_items").iter().map(|r| r["content"].as_str().unwrap().to_string()).collect();
+        assert_eq!(items, vec!["milk", "eggs"]);
+        let its = table(&app, "cortex_iterations");
+        assert_eq!(its.len(), 2, "one dispatched iteration and the terminating check: {its:?}");
+        assert_eq!(its[1]["termination_reason"], "no_actions");
+        assert!(its[0]["fatigue"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn act_loop_stops_at_the_third_identical_action() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let model = FakeModel::start(Script { reply: "Done.".into(), ..Default::default() });
+    model.route(
+        marker::TRIAGE,
+        Script { reply: json!({"mode": "ACT", "skills": ["recall"]}).to_string(), ..Default::default() },
+    );
+    model.route(
+        marker::ACT_PLAN,
+        Script { reply: json!({"actions": [{"type": "recall", "query": "tea"}]}).to_string(), ..Default::default() },
+    );
+    let app = start(&b, Some(&model));
+    let c = chat(&app, "What do you remember about my tea?");
+    assert_eq!(c.message()["text"], "Done.", "{}", c.raw);
+    let its = table(&app, "cortex_iterations");
+    let dispatched = its.iter().filter(|r| r["termination_reason"].is_null()).count();
+    assert_eq!(dispatched, 2, "recall ran twice, the third was refused: {its:?}");
+    assert_eq!(its.last().unwrap()["termination_reason"], "repeated_action");
+}
+
+#[test]
+fn working_memory_expires_24_hours_after_the_last_append() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let model = FakeModel::start(Script { reply: "ok then".into(), ..Default::default() });
+    model.route(marker::TRIAGE, triage_answer("RESPOND"));
+    let app = start(&b, Some(&model));
+    let t0: u64 = 1_800_000_000_000;
+    let day = 24 * 3600 * 1000;
+    chat_at(&app, json!({"text": "My cat is called Miso and she is grey"}), Some(t0));
+    let gen_bodies =
+        |m: &FakeModel| m.requests().into_iter().filter(|r| r.contains("\"stream\":true")).collect::<Vec<_>>();
+    chat_at(&app, json!({"text": "Describe the colour of my pet please"}), Some(t0 + day - 1));
+    assert!(gen_bodies(&model)[1].contains("Miso"), "within 24 h the earlier turn is in working memory");
+    chat_at(&app, json!({"text": "Describe the colour of my pet again"}), Some(t0 + 2 * day - 2));
+    assert!(gen_bodies(&model)[2].contains("Describe the colour of my pet please"), "each append refreshes the window");
+    assert!(gen_bodies(&model)[2].contains("Miso"), "4 turns kept");
+    // Exactly 24 h after the last append, the window has expired.
+    chat_at(&app, json!({"text": "Describe the colour of my pet once more"}), Some(t0 + 3 * day - 2));
+    assert!(
+        !gen_bodies(&model)[3].contains("Describe the colour of my pet again"),
+        "24 h after the last append it is gone"
+    );
+}
+
+#[test]
+fn concurrent_requests_on_one_thread_lose_no_turn() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        let texts: Vec<String> = (0..4).map(|i| format!("concurrent note number {i} about gardening")).collect();
+        std::thread::scope(|s| {
+            for t in &texts {
+                let app = &app;
+                s.spawn(move || assert_eq!(chat(app, t).status, 200));
+            }
+        });
+        let wm = table(&app, "working_memory");
+        assert_eq!(wm.len(), 8, "4 turns = 8 rows: {wm:?}");
+        for t in &texts {
+            assert!(wm.iter().any(|r| r["content"] == t.as_str()), "lost the turn {t:?}");
+        }
+    }
+}
+
+#[test]
+fn memory_search_forget_export_and_delete_all() {
+    let b = BackendEnv::new(Backend::Hosted);
+    let app = start(&b, None);
+    chat(&app, "remember that my favourite tea is oolong");
+    chat(&app, "The marathon training plan starts in March");
+    let hits = get(&app, "/memory/search?q=marathon%20training");
+    assert_eq!(hits["results"][0]["kind"], "exchange", "{hits}");
+    assert!(hits["results"][0]["text"].as_str().unwrap().contains("marathon"));
+    let facts = get(&app, "/memory/search?q=favourite%20tea");
+    assert!(
+        facts["results"].as_array().unwrap().iter().any(|r| r["kind"] == "fact" && r["text"] == "oolong"),
+        "{facts}"
+    );
+    let a = auth();
+    let h = [("authorization", a.as_str())];
+    app.request("GET", "/memory/search", &h, None).assert_error(400, "invalid");
+    app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"planet"}"#)).assert_error(400, "invalid");
+    app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"fact","key":"nope"}"#)).assert_error(404, "not-found");
+    let r = app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"fact","key":"favourite_tea"}"#));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let facts = get(&app, "/memory/search?q=favourite%20tea");
+    assert!(!facts["results"].as_array().unwrap().iter().any(|r| r["kind"] == "fact"), "{facts}");
+    let ex = get(&app, "/conversation/recent")["exchanges"][1]["id"].as_str().unwrap().to_string();
+    let r =
+        app.request("POST", "/memory/forget", &h, Some(json!({"scope": "exchange", "id": ex}).to_string().as_bytes()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(get(&app, "/conversation/recent")["exchanges"].as_array().unwrap().len(), 1);
+    app.request("DELETE", "/privacy/delete-all", &h, None).assert_error(400, "confirmation-required");
+    let r = app.request("DELETE", "/privacy/delete-all?confirm=true", &h, None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let export = get(&app, "/privacy/export");
+    for (name, rows) in export["tables"].as_object().unwrap() {
+        assert!(rows.as_array().unwrap().is_empty(), "{name} still has rows after delete-all");
+    }
+    assert_eq!(get(&app, "/memory/search?q=oolong")["results"], json!([]));
+}

@@ -46,7 +46,9 @@ impl PgPools {
         let mgr = Manager::from_config(
             config,
             tokio_postgres::NoTls,
-            ManagerConfig { recycling_method: RecyclingMethod::Custom("ROLLBACK".into()) },
+            // No query on checkout: a connection a guest left inside a
+            // transaction is rolled back when its handle drops (below).
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
         let pool = Pool::builder(mgr).max_size(16).build().map_err(|e| Error::ConnectionFailed(e.to_string()))?;
         pools.insert(address.to_string(), pool.clone());
@@ -75,10 +77,41 @@ fn allowed(v: &SpinView<'_>, address: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// An open pooled connection.
+/// An open pooled connection, and whether the guest has a transaction open
+/// on it (set by `BEGIN`, cleared by `COMMIT` or `ROLLBACK`).
 #[derive(Clone)]
 pub struct PgHandle {
     client: Arc<deadpool_postgres::Object>,
+    in_transaction: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for PgHandle {
+    /// The last handle of a connection left inside a transaction (a guest
+    /// that trapped or returned mid-transaction) rolls it back before the
+    /// connection goes back to the pool.
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.client) == 1 && self.in_transaction.load(std::sync::atomic::Ordering::SeqCst) {
+            let client = self.client.clone();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                });
+            }
+        }
+    }
+}
+
+fn note_transaction(flag: &std::sync::atomic::AtomicBool, sql: &str) {
+    let head: String = sql.trim_start().chars().take(8).collect::<String>().to_ascii_uppercase();
+    if head.starts_with("BEGIN") || head.starts_with("START") {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    } else if head.starts_with("COMMIT")
+        || head.starts_with("ROLLBACK")
+        || head.starts_with("END")
+        || head.starts_with("ABORT")
+    {
+        flag.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A connection builder (`connection-builder` resource).
@@ -95,7 +128,7 @@ impl PgBuilder {
 async fn connect(pools: &PgPools, address: &str) -> Result<PgHandle, Error> {
     let pool = pools.pool(address)?;
     let client = pool.get().await.map_err(|e| Error::ConnectionFailed(format!("{e}")))?;
-    Ok(PgHandle { client: Arc::new(client) })
+    Ok(PgHandle { client: Arc::new(client), in_transaction: Arc::new(std::sync::atomic::AtomicBool::new(false)) })
 }
 
 /// SQL NULL for a parameter of any type (a typed `None` would fix the type).
@@ -235,7 +268,10 @@ impl PgHandle {
     async fn query(&self, sql: &str, values: &[ParameterValue]) -> Result<RowSet, Error> {
         let boxed = params(values)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
-        let stmt = self.client.prepare(sql).await.map_err(query_error)?;
+        // Prepared once per pooled connection: a repeated query is then one
+        // round trip instead of two (prepare + execute).
+        let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
+        note_transaction(&self.in_transaction, sql);
         let columns = stmt
             .columns()
             .iter()
@@ -249,7 +285,10 @@ impl PgHandle {
     async fn execute(&self, sql: &str, values: &[ParameterValue]) -> Result<u64, Error> {
         let boxed = params(values)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
-        self.client.execute(sql, &refs).await.map_err(query_error)
+        let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
+        let n = self.client.execute(&stmt, &refs).await.map_err(query_error)?;
+        note_transaction(&self.in_transaction, sql);
+        Ok(n)
     }
 }
 

@@ -400,3 +400,78 @@ fn memory_search_forget_export_and_delete_all() {
     }
     assert_eq!(get(&app, "/memory/search?q=oolong")["results"], json!([]));
 }
+
+#[test]
+fn reminders_fire_as_events_that_replay_after_last_event_id() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        let t0: u64 = 1_800_000_000_000;
+        let c = chat_at(&app, json!({"text": "remind me to stretch in 5 minutes"}), Some(t0));
+        assert_eq!(c.message()["mode"], "RESPOND", "{}", c.raw);
+        let items = table(&app, "scheduled_items");
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(items[0]["due_ms"], (t0 + 300_000) as i64);
+        let tick = |at: u64| {
+            let r = app.request(
+                "POST",
+                "/tick/reminders",
+                &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &at.to_string())],
+                None,
+            );
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()["result"]["fired"].as_i64().unwrap()
+        };
+        assert_eq!(tick(t0 + 299_999), 0, "not due yet");
+        assert_eq!(tick(t0 + 300_000), 1);
+        assert_eq!(tick(t0 + 300_001), 0, "fires once");
+        // A first connection gets the backlog; each event carries its id.
+        let a = auth();
+        let first = app.request("GET", "/events?wait=0", &[("authorization", a.as_str())], None);
+        assert_eq!(first.status, 200);
+        assert!(first.body.starts_with("retry: 3000"), "{}", first.body);
+        let events = parse_sse(&first.body);
+        let reminder = events.iter().find(|(n, _)| n == "reminder").map(|(_, v)| v.clone()).expect(&first.body);
+        assert_eq!(reminder["payload"]["message"], "stretch");
+        let id = reminder["id"].as_i64().unwrap();
+        assert!(first.body.contains(&format!("id: {id}\n")), "{}", first.body);
+        assert_eq!(events.last().unwrap().0, "done");
+        // Reconnecting with Last-Event-ID replays only what came after it.
+        let lei = id.to_string();
+        let again =
+            app.request("GET", "/events?wait=0", &[("authorization", a.as_str()), ("last-event-id", &lei)], None);
+        assert!(!parse_sse(&again.body).iter().any(|(n, _)| n == "reminder"), "{}", again.body);
+        let before = (id - 1).to_string();
+        let replay =
+            app.request("GET", "/events?wait=0", &[("authorization", a.as_str()), ("last-event-id", &before)], None);
+        assert!(parse_sse(&replay.body).iter().any(|(n, v)| n == "reminder" && v["id"] == id), "{}", replay.body);
+        app.request("GET", "/events", &[("authorization", a.as_str()), ("last-event-id", "x")], None)
+            .assert_error(400, "invalid");
+        app.request("GET", "/events?wait=99", &[("authorization", a.as_str())], None).assert_error(400, "invalid");
+    }
+}
+
+#[test]
+fn a_live_events_stream_delivers_an_event_published_while_connected() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let app = start(&b, None);
+    let t0: u64 = 1_800_000_000_000;
+    chat_at(&app, json!({"text": "remind me to drink water in 1 minute"}), Some(t0));
+    let a = auth();
+    std::thread::scope(|s| {
+        let stream = s.spawn(|| app.request("GET", "/events?wait=4", &[("authorization", a.as_str())], None));
+        std::thread::sleep(Duration::from_millis(1500));
+        let r = app.request(
+            "POST",
+            "/tick/reminders",
+            &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &(t0 + 60_000).to_string())],
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let body = stream.join().unwrap().body;
+        assert!(
+            parse_sse(&body).iter().any(|(n, v)| n == "reminder" && v["payload"]["message"] == "drink water"),
+            "{body}"
+        );
+    });
+}

@@ -128,9 +128,9 @@ pub async fn handle(req: Request) -> Reply {
         out.event("status", json!({"stage": "processing"}));
         let started = clock::system_ms();
         match pipeline(&mut out, &msg, &rid, now).await {
-            Ok(model_ms) => {
+            Ok((model_ms, steps)) => {
                 let d = clock::system_ms().saturating_sub(started);
-                out.event("done", json!({"duration_ms": d, "model_ms": model_ms}));
+                out.event("done", json!({"duration_ms": d, "model_ms": model_ms, "steps": steps}));
             }
             Err(e) => {
                 out.event("error", json!({"message": format!("{}: {}", e.code, e.message), "recoverable": e.code.contains("unavailable")}));
@@ -264,13 +264,47 @@ struct Screen {
 }
 
 /// Runs the pipeline; returns the milliseconds spent waiting on models.
-async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> Result<u64, StageError> {
+/// Milliseconds per pipeline step, reported in the `done` event.
+#[derive(Default)]
+struct Steps {
+    at: u64,
+    list: serde_json::Map<String, Value>,
+}
+
+impl Steps {
+    fn start() -> Self {
+        Steps { at: clock::system_ms(), list: Default::default() }
+    }
+    fn mark(&mut self, name: &str) {
+        let now = clock::system_ms();
+        let prev = self.list.get(name).and_then(Value::as_u64).unwrap_or(0);
+        self.list.insert(name.into(), json!(prev + now.saturating_sub(self.at)));
+        self.at = now;
+    }
+}
+
+/// Runs the pipeline; returns the milliseconds spent waiting on models and
+/// the time of each step.
+async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> Result<(u64, Value), StageError> {
+    let mut steps = Steps::start();
+    let r = pipeline_steps(out, msg, request_id, now, &mut steps).await?;
+    Ok((r, Value::Object(steps.list)))
+}
+
+async fn pipeline_steps(
+    out: &mut Out,
+    msg: &Message,
+    request_id: &str,
+    now: u64,
+    steps: &mut Steps,
+) -> Result<u64, StageError> {
     let exchange_id = new_id();
     let mut model_ms = 0u64;
     let started = clock::system_ms();
 
     // Phase B, layer 1 and step 2a, first: a social exit skips the embedding.
     let screen: Screen = decode(&triage::screen(json!({"text": msg.text}).to_string()).await?)?;
+    steps.mark("screen");
     let ctx: Assembled = decode(
         &context::assemble(
             json!({"thread_id": msg.thread_id, "text": msg.text, "now_ms": now, "light": screen.social.is_some()})
@@ -279,6 +313,7 @@ async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> R
         .await?,
     )?;
 
+    steps.mark("context");
     if let Some(social) = screen.social {
         // Path A: the social exit, no model call at all.
         let (mode, text) = social_reply(social, &msg.text, &ctx);
@@ -300,9 +335,12 @@ async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> R
         )
         .await?;
         out.event("message", json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": "social"}));
+        steps.mark("commit");
         return Ok(0);
     }
 
+    // Model time counts the embedding model as well as the language model.
+    model_ms += ctx.embed_ms;
     out.event("status", json!({"stage": "thinking"}));
     let intent: Intent =
         decode::<Screen>(&triage::screen(json!({"text": msg.text, "warmth": ctx.warmth}).to_string()).await?)?.intent;
@@ -352,6 +390,7 @@ async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> R
     )?;
 
     // Path C: the mode router decides unless triage chose to act.
+    steps.mark("triage");
     let mut router_confidence = 1.0;
     let mut mode = if triaged.mode == Mode::Act {
         Mode::Act
@@ -379,6 +418,7 @@ async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> R
         }
     }
 
+    steps.mark("route_and_act");
     // Generation.
     let gen_started = clock::system_ms();
     let (text, source) = if mode == Mode::Ignore {
@@ -393,6 +433,7 @@ async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> R
         ReplySource::RuleBased => "rule-based",
         ReplySource::Social => "social",
     };
+    steps.mark("generate");
     let committed = commit_exchange(
         msg,
         request_id,
@@ -413,6 +454,7 @@ async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> R
         "message",
         json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": source_label}),
     );
+    steps.mark("commit");
     Ok(model_ms)
 }
 

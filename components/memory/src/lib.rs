@@ -54,6 +54,10 @@ impl Guest for Stage {
         run(&request, m::publish).await.map_err(err)
     }
 
+    async fn fire_reminders(request: String) -> Result<String, StageError> {
+        run(&request, async |n: Now| m::fire_reminders(n.now_ms).await).await.map_err(err)
+    }
+
     async fn jobs(request: String) -> Result<String, StageError> {
         run(&request, m::jobs).await.map_err(err)
     }

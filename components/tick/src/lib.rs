@@ -16,6 +16,7 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
+use mneme::memory::memory;
 use mneme::store::store;
 use mneme_http::{ApiError, json, require_bearer};
 use serde_json::json;
@@ -38,13 +39,32 @@ async fn handle(req: Request) -> impl IntoResponse {
             json!({ "applied": applied.iter().map(|m| json!({"version": m.version, "name": m.name})).collect::<Vec<_>>() })
         }),
         "heartbeat" => store::heartbeat("heartbeat".into(), started).await.map(|n| json!({ "beats": n })),
-        _ => return ApiError::not_found(format!("no scheduled job named `{job}`; jobs: migrate, heartbeat")).into_response(),
+        "reminders" => {
+            let now = clock(&req, started).await;
+            memory::fire_reminders(json!({ "now_ms": now }).to_string())
+                .await
+                .map(|r| serde_json::from_str(&r).unwrap_or(serde_json::Value::Null))
+        }
+        _ => {
+            return ApiError::not_found(format!("no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders"))
+                .into_response();
+        }
     };
     match outcome {
         Ok(result) => {
             json(StatusCode::OK, &json!({ "job": job, "took_ms": now_ms().saturating_sub(started), "result": result }))
         }
         Err(e) => ApiError::from_stage(&e.code, e.message).into_response(),
+    }
+}
+
+/// The job's clock: `X-Mneme-Clock` when the `test_clock` variable is
+/// `true` (tests only), else the system clock.
+async fn clock(req: &Request, system: u64) -> u64 {
+    let injected = req.headers().get("x-mneme-clock").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    match injected {
+        Some(t) if spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true") => t,
+        _ => system,
     }
 }
 

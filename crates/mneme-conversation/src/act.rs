@@ -104,23 +104,26 @@ pub fn parse_plan(text: &str) -> Result<Vec<Action>, String> {
     Ok(out)
 }
 
-static LIST_ADD: std::sync::LazyLock<regex::Regex> =
-    std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)\badd\s+(.+?)\s+to\s+(?:my|the)\s+(.+?\s+)?list\b").unwrap());
-static IN_DURATION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r"(?i)\bin\s+(\d{1,4})\s*(minutes?|mins?|hours?|hrs?|days?)\b").unwrap()
+static LIST_ADD: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(r"(?i)\badd\s+(.+?)\s+to\s+(?:my|the)\s+(.+?\s+)?list\b").unwrap()
 });
-static REMIND_WHAT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(
+static IN_DURATION: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(r"(?i)\bin\s+(\d{1,4})\s*(minutes?|mins?|hours?|hrs?|days?)\b").unwrap()
+});
+static REMIND_WHAT: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(
         r"(?i)\bremind me\s+(?:to\s+)?(.+?)(?:\s+in\s+\d{1,4}\s*(?:minutes?|mins?|hours?|hrs?|days?))?\s*[.!]?$",
     )
     .unwrap()
 });
-static FOCUS_ON: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r"(?i)\b(?:focus(?: session)? on|deep work on|help me focus on)\s+(.+?)\s*[.!]?$").unwrap()
+static FOCUS_ON: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(r"(?i)\b(?:focus(?: session)? on|deep work on|help me focus on)\s+(.+?)\s*[.!]?$").unwrap()
 });
-static REMEMBER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r"(?i)^\s*(?:please\s+)?remember(?:\s+that)?\s+(?:my\s+)?(.+?)\s+(?:is|are)\s+(.+?)\s*[.!]?$")
-        .unwrap()
+static REMEMBER: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(
+        r"(?i)^\s*(?:please\s+)?remember(?:\s+that)?\s+(?:my\s+)?(.+?)\s+(?:is|are)\s+(.+?)\s*[.!]?$",
+    )
+    .unwrap()
 });
 
 /// The ACT plan when no model is configured (D-C9): the first iteration

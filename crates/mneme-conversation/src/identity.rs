@@ -1,20 +1,15 @@
 //! Phase A step 1, the IIP hook (Immediate Identity Promotion): "call me X",
 //! "my name is X" and four more phrasings store the principal's name at once,
 //! before any model call. Phrases, the name shape and the stopwords follow
-//! the reference implementation (chalie.md §2.2).
-
-use std::sync::LazyLock;
-
-use regex::Regex;
+//! the reference implementation (chalie.md §2.2). Matched by hand rather than
+//! by regex: a Unicode-letter pattern costs milliseconds to compile, and
+//! every request runs in a fresh instance.
 
 /// Confidence of a name the principal stated outright.
 pub const NAME_CONFIDENCE: f64 = 0.95;
 
-static IIP: LazyLock<Regex> = LazyLock::new(|| {
-    let name = r"(\p{L}[\p{L}'’-]{0,39}(?:\s+\p{L}[\p{L}'’-]{0,39})?)";
-    Regex::new(&format!(r"(?i)\b(?:you can call me|call me|my name is|i go by|i'?m known as|refer to me as)\s+{name}"))
-        .unwrap()
-});
+/// The trigger phrases, in order; the first that matches wins.
+const PHRASES: [&str; 6] = ["call me", "my name is", "i go by", "you can call me", "i'm known as", "refer to me as"];
 
 const STOP: &[&str] = &[
     "a",
@@ -50,12 +45,66 @@ const STOP: &[&str] = &[
     "everything",
 ];
 
+/// Where `phrase` (lower-case, ASCII) occurs in `text` at a word start and
+/// is followed by whitespace: the byte offset just after it. "i'm" also
+/// matches "im".
+fn find_phrase(text: &str, phrase: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let variants: Vec<String> = if phrase.contains("i'm") {
+        vec![phrase.to_string(), phrase.replace("i'm", "im"), phrase.replace("i'm", "i’m")]
+    } else {
+        vec![phrase.to_string()]
+    };
+    for v in variants {
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(v.as_str()).map(|i| i + from) {
+            let starts_word = lower[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+            let end = i + v.len();
+            if starts_word && lower[end..].starts_with(char::is_whitespace) {
+                return Some(end);
+            }
+            from = i + 1;
+        }
+    }
+    None
+}
+
+/// One name token at the start of `s`: a letter, then at most 39 letters,
+/// apostrophes or hyphens; `None` unless it starts with a letter.
+fn name_token(s: &str) -> Option<&str> {
+    let mut chars = s.char_indices();
+    let (_, first) = chars.next()?;
+    if !first.is_alphabetic() {
+        return None;
+    }
+    let mut end = first.len_utf8();
+    for (n, (i, c)) in chars.enumerate() {
+        if n >= 39 || !(c.is_alphabetic() || c == '\'' || c == '’' || c == '-') {
+            break;
+        }
+        end = i + c.len_utf8();
+    }
+    // A token runs into a digit or underscore: not a name.
+    if s[end..].starts_with(|c: char| c.is_ascii_digit() || c == '_') {
+        return None;
+    }
+    Some(&s[..end])
+}
+
 /// The name the principal asked to be called, if the message states one.
 pub fn stated_name(text: &str) -> Option<String> {
-    let caps = IIP.captures(text)?;
-    let raw = caps.get(1)?.as_str();
+    let after = PHRASES.iter().find_map(|p| find_phrase(text, p))?;
+    let rest = text[after..].trim_start();
+    let first = name_token(rest)?;
+    let mut tokens = vec![first];
+    let tail = &rest[first.len()..];
+    let tail_trimmed = tail.trim_start();
+    if tail_trimmed.len() < tail.len()
+        && let Some(second) = name_token(tail_trimmed)
+    {
+        tokens.push(second);
+    }
     // A second token that is a stopword ("call me Sam please") is not part of the name.
-    let mut tokens: Vec<&str> = raw.split_whitespace().collect();
     if tokens.len() == 2 && STOP.contains(&tokens[1].to_lowercase().as_str()) {
         tokens.pop();
     }

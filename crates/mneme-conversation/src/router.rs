@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::intent::{self, Intent, IntentType};

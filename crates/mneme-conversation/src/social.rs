@@ -11,7 +11,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::intent::{is_greeting, is_positive_feedback};

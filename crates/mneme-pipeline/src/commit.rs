@@ -67,12 +67,15 @@ pub async fn commit(req: Request) -> Result<Committed> {
 
 async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
     let now = Value::Int(r.now_ms as i64);
-    let prior = sql
-        .query("SELECT last_activity_ms FROM threads WHERE id = $1", &[r.thread_id.as_str().into()])
-        .await?
-        .first()
-        .map(|row| row.i64("last_activity_ms"))
-        .transpose()?;
+    let prior = if r.fast_path {
+        None
+    } else {
+        sql.query("SELECT last_activity_ms FROM threads WHERE id = $1", &[r.thread_id.as_str().into()])
+            .await?
+            .first()
+            .map(|row| row.i64("last_activity_ms"))
+            .transpose()?
+    };
     wm::append(
         sql,
         &r.thread_id,
@@ -108,34 +111,27 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
         ],
     )
     .await?;
-    for (event, mode, conf, gen_ms, payload) in [
-        ("user_input", None, None, None, json!({"text": r.text, "source": r.source})),
-        (
-            "system_response",
-            Some(r.mode.as_str()),
-            Some(r.confidence),
-            r.generation_ms.map(|g| g as i64),
-            json!({"text": r.reply, "reply_source": r.reply_source, "request_id": r.request_id}),
-        ),
-    ] {
-        sql.execute(
-            "INSERT INTO interaction_log (event_type, thread_id, exchange_id, topic, source, mode, confidence, generation_ms, payload, created_ms) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
-            &[
-                event.into(),
-                r.thread_id.as_str().into(),
-                r.exchange_id.as_str().into(),
-                r.topic.as_str().into(),
-                r.source.as_str().into(),
-                mode.into(),
-                conf.into(),
-                gen_ms.into(),
-                payload.to_string().into(),
-                now.clone(),
-            ],
-        )
-        .await?;
-    }
+    // Both interaction_log events in one statement.
+    let user_payload = json!({"text": r.text, "source": r.source}).to_string();
+    let reply_payload =
+        json!({"text": r.reply, "reply_source": r.reply_source, "request_id": r.request_id}).to_string();
+    sql.execute(
+        "INSERT INTO interaction_log (event_type, thread_id, exchange_id, topic, source, mode, confidence, generation_ms, payload, created_ms) \
+         VALUES ('user_input', $1, $2, $3, $4, NULL, NULL, NULL, $5, $9), ('system_response', $1, $2, $3, $4, $6, $7, $8, $10, $9)",
+        &[
+            r.thread_id.as_str().into(),
+            r.exchange_id.as_str().into(),
+            r.topic.as_str().into(),
+            r.source.as_str().into(),
+            user_payload.into(),
+            r.mode.as_str().into(),
+            r.confidence.into(),
+            r.generation_ms.map(|g| g as i64).into(),
+            now.clone(),
+            reply_payload.into(),
+        ],
+    )
+    .await?;
     sql.execute(
         "INSERT INTO spark_state (id, exchange_count, first_ms, last_ms) VALUES (1, 1, $1, $1) \
          ON CONFLICT (id) DO UPDATE SET exchange_count = spark_state.exchange_count + 1, last_ms = excluded.last_ms",
@@ -151,27 +147,18 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
     let mut jobs = vec![CHUNKER_QUEUE.to_string()];
     let payload = json!({"exchange_id": r.exchange_id, "thread_id": r.thread_id, "topic": r.topic, "prompt": r.text, "response": r.reply}).to_string();
     enqueue(sql, CHUNKER_QUEUE, Some(&r.thread_id), &payload, r.now_ms).await?;
-    let last_episode = sql
+    // Exchanges since the thread's last episode, in one round trip.
+    let counts = sql
         .query(
-            "SELECT max(created_ms) AS at FROM jobs WHERE queue = $1 AND ref = $2",
-            &[EPISODIC_QUEUE.into(), r.thread_id.as_str().into()],
+            "SELECT COALESCE((SELECT max(created_ms) FROM jobs WHERE queue = $2 AND ref = $1), 0) AS last_episode, \
+             (SELECT count(*) FROM exchanges WHERE thread_id = $1 AND reply_source <> 'social' AND created_ms > \
+              COALESCE((SELECT max(created_ms) FROM jobs WHERE queue = $2 AND ref = $1), 0)) AS since",
+            &[r.thread_id.as_str().into(), EPISODIC_QUEUE.into()],
         )
-        .await?
-        .first()
-        .map(|row| row.opt_i64("at"))
-        .transpose()?
-        .flatten()
-        .unwrap_or(0);
-    let since = sql
-        .query(
-            "SELECT count(*) AS n FROM exchanges WHERE thread_id = $1 AND created_ms > $2 AND reply_source <> 'social'",
-            &[r.thread_id.as_str().into(), Value::Int(last_episode)],
-        )
-        .await?
-        .first()
-        .map(|row| row.i64("n"))
-        .transpose()?
-        .unwrap_or(0);
+        .await?;
+    let row = counts.first().ok_or_else(|| crate::Fail::new("internal", "the episode query returned no row"))?;
+    let last_episode = row.i64("last_episode")?;
+    let since = row.i64("since")?;
     let mut due = since >= EPISODE_EXCHANGES
         || prior.is_some_and(|p| r.now_ms.saturating_sub(p as u64) >= EPISODE_INACTIVITY_MS && since > 1);
     if let Some(prev) = r.previous_topic.as_deref().filter(|p| *p != r.topic) {

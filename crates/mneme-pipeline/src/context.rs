@@ -28,21 +28,23 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     let (sql, kv) = (&stores.sql, &stores.kv);
     let now = req.now_ms;
 
-    let thread = sql
+    // The thread's state and the principal's name in one round trip.
+    let rows = sql
         .query(
-            "SELECT last_activity_ms, exchange_count, previous_mode, previous_tools FROM threads WHERE id = $1",
+            "SELECT (SELECT value FROM user_traits WHERE key = 'name') AS name, \
+             (SELECT last_activity_ms FROM threads WHERE id = $1) AS last_activity_ms, \
+             (SELECT exchange_count FROM threads WHERE id = $1) AS exchange_count, \
+             (SELECT previous_mode FROM threads WHERE id = $1) AS previous_mode, \
+             (SELECT previous_tools FROM threads WHERE id = $1) AS previous_tools",
             &[req.thread_id.as_str().into()],
         )
         .await?;
-    let (last_activity, exchange_count, previous_mode, previous_tools) = match thread.first() {
-        Some(r) => (
-            Some(r.i64("last_activity_ms")? as u64),
-            r.i64("exchange_count")? as u32,
-            r.opt_text("previous_mode")?.and_then(|m| Mode::parse(&m)),
-            serde_json::from_str::<Vec<String>>(&r.text("previous_tools")?).unwrap_or_default(),
-        ),
-        None => (None, 0, None, Vec::new()),
-    };
+    let r = rows.first().ok_or_else(|| Fail::new("internal", "the state query returned no row"))?;
+    let last_activity = r.opt_i64("last_activity_ms")?.map(|v| v as u64);
+    let exchange_count = r.opt_i64("exchange_count")?.unwrap_or(0) as u32;
+    let previous_mode = r.opt_text("previous_mode")?.and_then(|m| Mode::parse(&m));
+    let previous_tools =
+        r.opt_text("previous_tools")?.and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok()).unwrap_or_default();
     let returning = context::returning_from_silence(last_activity, now);
 
     // Step 1: the IIP hook, before anything else reads identity.
@@ -50,25 +52,19 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     if let Some(name) = &stated {
         save_trait(sql, "name", name, "core", "explicit", identity::NAME_CONFIDENCE, now).await?;
     }
-    let name = match stated.clone() {
-        Some(n) => Some(n),
-        None => sql
-            .query("SELECT value FROM user_traits WHERE key = 'name'", &[])
-            .await?
-            .first()
-            .map(|r| r.text("value"))
-            .transpose()?,
-    };
+    let name = stated.clone().or(r.opt_text("name")?);
 
-    let turns = wm::read(sql, &req.thread_id, now).await?;
     let prior_streak = records::streak(kv, &req.thread_id, now).await?;
-    let stored_focus = records::focus(kv, &req.thread_id, now).await?;
+    let stored_focus = if req.light { None } else { records::focus(kv, &req.thread_id, now).await? };
 
+    let mut embed_ms = 0;
     let (topic_name, is_new_topic, topic_confidence, streak, distracted) = if req.light {
         let t = prior_streak.as_ref().map_or(GENERAL_TOPIC.to_string(), |s| s.topic.clone());
         (t, false, 0.0, prior_streak.as_ref().map_or(0, |s| s.count), false)
     } else {
+        let t0 = mneme_store::kv::now_ms();
         let embedding = embed(&req.text)?;
+        embed_ms = mneme_store::kv::now_ms().saturating_sub(t0);
         let c =
             classify_topic(sql, &embedding, &req.text, prior_streak.as_ref().map(|s| s.topic.as_str()), now).await?;
         let streak = context::next_streak(prior_streak.as_ref(), &c.topic);
@@ -91,6 +87,26 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
         }
         (c.topic, c.is_new_topic, c.similarity, streak.count, distracted)
     };
+    if req.light {
+        // A social exit needs identity and the thread's topic, nothing more:
+        // it is answered by rule and must stay within its 3 ms budget.
+        return Ok(Assembled {
+            thread_id: req.thread_id,
+            name,
+            name_stated: stated.is_some(),
+            topic: topic_name.clone(),
+            previous_topic: Some(topic_name),
+            streak,
+            returning_from_silence: returning,
+            previous_mode,
+            previous_tools,
+            session_exchange_count: exchange_count,
+            salience: context::salience(&req.text),
+            took_ms: mneme_store::kv::now_ms().saturating_sub(started),
+            ..Default::default()
+        });
+    }
+    let turns = wm::read(sql, &req.thread_id, now).await?;
     let focus = records::focus(kv, &req.thread_id, now).await?.map(|f| f.focus);
 
     let gists = records::gists(kv, &topic_name, now).await?;
@@ -141,6 +157,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
         session_exchange_count: exchange_count,
         salience: context::salience(&req.text),
         took_ms: mneme_store::kv::now_ms().saturating_sub(started),
+        embed_ms,
     })
 }
 
@@ -235,24 +252,23 @@ pub async fn world_state(sql: &Sql, focus: Option<&context::Focus>, now: u64) ->
         let how = if f.source == FocusSource::Explicit { "set by the principal" } else { "inferred" };
         lines.push(format!("- [FOCUS] {} ({how})", f.description));
     }
-    let due = sql
+    // Reminders due within 24 h and active tasks, in one round trip.
+    let rows = sql
         .query(
-            "SELECT message, due_ms FROM scheduled_items WHERE status = 'pending' AND due_ms <= $1 ORDER BY due_ms LIMIT 3",
+            "SELECT kind, text, n, c FROM (SELECT 'reminder' AS kind, message AS text, due_ms AS n, 0.0 AS c FROM scheduled_items \
+             WHERE status = 'pending' AND due_ms <= $1 ORDER BY due_ms LIMIT 3) AS r \
+             UNION ALL SELECT kind, text, n, c FROM (SELECT 'task' AS kind, goal AS text, priority AS n, coverage AS c FROM persistent_tasks \
+             WHERE status IN ('accepted', 'in_progress') ORDER BY priority DESC, created_ms LIMIT 3) AS t",
             &[Value::Int((now + 24 * 3600 * 1000) as i64)],
         )
         .await?;
-    for r in &due {
-        let mins = (r.i64("due_ms")? - now as i64) / 60_000;
-        lines.push(format!("- [REMINDER] in {mins} min: {}", r.text("message")?));
-    }
-    let tasks = sql
-        .query(
-            "SELECT goal, coverage FROM persistent_tasks WHERE status IN ('accepted', 'in_progress') ORDER BY priority DESC, created_ms LIMIT 3",
-            &[],
-        )
-        .await?;
-    for r in &tasks {
-        lines.push(format!("- [TASK] {} ({:.0}% covered)", r.text("goal")?, r.f64("coverage")? * 100.0));
+    for r in &rows {
+        if r.text("kind")? == "reminder" {
+            let mins = (r.i64("n")? - now as i64) / 60_000;
+            lines.push(format!("- [REMINDER] in {mins} min: {}", r.text("text")?));
+        } else {
+            lines.push(format!("- [TASK] {} ({:.0}% covered)", r.text("text")?, r.f64("c")? * 100.0));
+        }
     }
     Ok(lines.join("\n"))
 }

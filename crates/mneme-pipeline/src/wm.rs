@@ -33,12 +33,16 @@ pub async fn read(sql: &Sql, thread_id: &str, now_ms: u64) -> Result<Vec<Turn>> 
 /// Appends turns and trims to the newest 8 rows; the caller's transaction
 /// (if any) makes it atomic with the rest of the commit.
 pub async fn append(sql: &Sql, thread_id: &str, turns: &[Turn]) -> Result<()> {
-    for t in turns {
-        sql.execute(
-            "INSERT INTO working_memory (thread_id, role, content, at_ms) VALUES ($1, $2, $3, $4)",
-            &[thread_id.into(), t.role.as_str().into(), t.content.as_str().into(), Value::Int(t.at_ms as i64)],
-        )
-        .await?;
+    if !turns.is_empty() {
+        // One multi-row INSERT: one round trip for the whole exchange.
+        let mut statement = String::from("INSERT INTO working_memory (thread_id, role, content, at_ms) VALUES ");
+        let mut params: Vec<Value> = vec![thread_id.into()];
+        for (i, t) in turns.iter().enumerate() {
+            let n = params.len();
+            statement.push_str(&format!("{}($1, ${}, ${}, ${})", if i > 0 { ", " } else { "" }, n + 1, n + 2, n + 3));
+            params.extend([t.role.as_str().into(), t.content.as_str().into(), Value::Int(t.at_ms as i64)]);
+        }
+        sql.execute(&statement, &params).await?;
     }
     sql.execute(
         "DELETE FROM working_memory WHERE thread_id = $1 AND id NOT IN \

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Conversation benchmarks (docs/BENCHMARKS.md): POST /chat through the
+# runner on Postgres and Redis, with the scripted model answering instantly.
+#  - social exit ("thanks!"): latency p50/p95 with one connection, and req/s;
+#  - RESPOND overhead: client-side total minus the model time the app
+#    reports in its `done` event, over sequential requests.
+source "$(dirname "$0")/lib.sh"
+command -v wrk >/dev/null || { say "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
+"$ROOT/scripts/build.sh"
+cargo build --quiet --release -p mneme-e2e --bin fake-model
+BIN="$ROOT/target/release/mneme"
+STATE="$(mktemp -d)"; PORT=${BENCH_PORT:-3391}; DB="mneme_bench_$$"
+trap 'kill $(jobs -p) 2>/dev/null; psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1; rm -rf "$STATE"' EXIT
+psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $DB" >/dev/null || die "PostgreSQL on 127.0.0.1:5432 is needed"
+redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || die "Redis on 127.0.0.1:6379 is needed"
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
+"$ROOT/target/release/fake-model" > "$STATE/model" &
+for _ in $(seq 1 100); do grep -q listening "$STATE/model" && break; sleep 0.05; done
+MODEL=$(awk '/listening/ {print $2}' "$STATE/model")
+
+SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench SPIN_VARIABLE_STORE_NAMESPACE="bench$$" \
+SPIN_VARIABLE_PG_URL="host=127.0.0.1 user=postgres dbname=$DB" SPIN_VARIABLE_REDIS_URL="redis://127.0.0.1:6379" \
+SPIN_VARIABLE_LLM_URL="http://$MODEL/v1" SPIN_VARIABLE_LLM_HOST="$MODEL" SPIN_VARIABLE_LLM_MODEL=bench \
+  "$BIN" up --listen "127.0.0.1:$PORT" --state-dir "$STATE/s" 2> "$STATE/log" > /dev/null &
+for _ in $(seq 1 600); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/health" && break; sleep 0.05; done
+URL="http://127.0.0.1:$PORT/chat"
+
+cat > "$STATE/social.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"text":"thanks!","thread_id":"bench-social"}'
+wrk.headers["Authorization"] = "Bearer bench"
+wrk.headers["Content-Type"] = "application/json"
+done = function(summary, latency, requests)
+  io.write(string.format("p50=%.2fms p95=%.2fms p99=%.2fms req/s=%.0f errors=%d\n",
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000,
+    summary.requests / (summary.duration / 1e6), summary.errors.status + summary.errors.read + summary.errors.timeout))
+end
+LUA
+say "social exit (POST /chat \"thanks!\"), end to end"
+for conf in "-t1 -c1" "-t2 -c8"; do
+  echo "wrk $conf: $(wrk $conf -d10s -s "$STATE/social.lua" "$URL" | tail -1)"
+done
+
+say "RESPOND overhead (total minus model time), 300 sequential requests"
+python3 - "$URL" <<'PY'
+import json, sys, time, urllib.request
+url = sys.argv[1]
+totals, models, overheads = [], [], []
+for i in range(330):
+    body = json.dumps({"text": f"Explain point number {i} of the plan in detail please", "thread_id": f"bench-{i % 7}"}).encode()
+    req = urllib.request.Request(url, data=body, headers={"Authorization": "Bearer bench", "Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    raw = urllib.request.urlopen(req).read().decode()
+    total = (time.perf_counter() - t0) * 1000
+    done = [l for l in raw.split("\n\n") if l.startswith("event: done")][-1]
+    model = json.loads(done.split("data: ", 1)[1])["model_ms"]
+    mode = json.loads([l for l in raw.split("\n\n") if l.startswith("event: message")][0].split("data: ", 1)[1])["mode"]
+    if i >= 30:  # warm-up excluded
+        totals.append(total); models.append(model); overheads.append(total - model)
+def pct(a, p):
+    a = sorted(a); return a[min(len(a) - 1, int(round(p / 100 * (len(a) - 1))))]
+print(f"n={len(totals)} total p50={pct(totals,50):.1f}ms p95={pct(totals,95):.1f}ms; "
+      f"model p50={pct(models,50):.1f}ms; overhead p50={pct(overheads,50):.1f}ms p95={pct(overheads,95):.1f}ms (last mode {mode})")
+PY

@@ -265,7 +265,6 @@ struct Screen {
 
 /// Runs the pipeline; returns the milliseconds spent waiting on models.
 /// Milliseconds per pipeline step, reported in the `done` event.
-#[derive(Default)]
 struct Steps {
     at: u64,
     list: serde_json::Map<String, Value>,
@@ -303,6 +302,7 @@ async fn pipeline_steps(
     let started = clock::system_ms();
 
     // Phase B, layer 1 and step 2a, first: a social exit skips the embedding.
+    // Intent is classified here once; Phase A's warmth adjusts it after.
     let screen: Screen = decode(&triage::screen(json!({"text": msg.text}).to_string()).await?)?;
     steps.mark("screen");
     let ctx: Assembled = decode(
@@ -342,8 +342,7 @@ async fn pipeline_steps(
     // Model time counts the embedding model as well as the language model.
     model_ms += ctx.embed_ms;
     out.event("status", json!({"stage": "thinking"}));
-    let intent: Intent =
-        decode::<Screen>(&triage::screen(json!({"text": msg.text, "warmth": ctx.warmth}).to_string()).await?)?.intent;
+    let intent: Intent = screen.intent.clone().with_warmth(ctx.warmth);
 
     // Step 2b: the triage model, 500 ms, then the heuristic.
     let input = tri::Input {
@@ -362,6 +361,7 @@ async fn pipeline_steps(
         memory_confidence: ctx.memory_confidence,
         gist_count: ctx.gists.len(),
         fact_count: ctx.facts.len(),
+        // TODO(#3): the external tools of Path B; none is registered yet.
         tools: Vec::new(),
     };
     let t0 = clock::system_ms();

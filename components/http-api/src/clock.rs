@@ -11,10 +11,6 @@ pub fn system_ms() -> u64 {
 }
 
 pub async fn now_ms(headers: &HeaderMap) -> u64 {
-    let injected =
-        headers.get("x-mneme-clock").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
-    match injected {
-        Some(t) if spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true") => t,
-        _ => system_ms(),
-    }
+    let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
+    mneme_http::request_clock(headers, enabled, system_ms())
 }

@@ -61,11 +61,8 @@ async fn handle(req: Request) -> impl IntoResponse {
 /// The job's clock: `X-Mneme-Clock` when the `test_clock` variable is
 /// `true` (tests only), else the system clock.
 async fn clock(req: &Request, system: u64) -> u64 {
-    let injected = req.headers().get("x-mneme-clock").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
-    match injected {
-        Some(t) if spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true") => t,
-        _ => system,
-    }
+    let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
+    mneme_http::request_clock(req.headers(), enabled, system)
 }
 
 fn now_ms() -> u64 {

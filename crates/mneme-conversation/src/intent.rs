@@ -89,6 +89,19 @@ pub fn is_greeting(text: &str) -> bool {
     GREETING.is_match(text)
 }
 
+impl Intent {
+    /// The same classification at another context warmth: only the +0.1
+    /// for warmth over 0.5 depends on it, and the confidence before that
+    /// bonus stays within 0.3–0.8, so no clamp interferes. Lets the pipeline
+    /// classify once, before Phase A, and adjust after it.
+    pub fn with_warmth(mut self, warmth: f64) -> Intent {
+        if warmth > 0.5 {
+            self.confidence = ((self.confidence + 0.1).clamp(0.1, 1.0) * 100.0).round() / 100.0;
+        }
+        self
+    }
+}
+
 /// Classifies one message. `warmth` is Phase A's context warmth (0–1).
 pub fn classify(text: &str, warmth: f64) -> Intent {
     let tokens = token_count(text);
@@ -152,6 +165,17 @@ fn register(text: &str) -> Register {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn adjusting_warmth_later_equals_classifying_with_it() {
+        let texts =
+            ["", "hi", "thanks a lot", "what is this?", "find the file", "ok", "a b c d e f g h i j k l m n o p"];
+        for t in texts {
+            for w in [0.0, 0.5, 0.51, 1.0] {
+                assert_eq!(super::classify(t, 0.0).with_warmth(w), super::classify(t, w), "{t:?} at {w}");
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

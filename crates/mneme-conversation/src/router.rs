@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::intent::{self, Intent, IntentType};
 use crate::mode::Mode;
-use crate::words::words;
 
 /// The tie-breaker prompt (design: `mode-tiebreaker.md`).
 pub const TIEBREAKER_PROMPT: &str = include_str!("../../../prompts/mode-tiebreaker.md");
@@ -382,11 +381,6 @@ pub fn parse_tiebreak(text: &str) -> Option<bool> {
     }
     let stripped = mneme_llm::strip_reasoning(text);
     CHOICE.captures(&stripped).map(|c| c[1].eq_ignore_ascii_case("A"))
-}
-
-/// Words of the message, for callers that log its length.
-pub fn token_count(text: &str) -> usize {
-    words(text).len()
 }
 
 #[cfg(test)]

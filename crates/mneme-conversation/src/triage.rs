@@ -9,7 +9,6 @@ use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::mode::Mode;
-use crate::words::words;
 
 /// The triage model's budget.
 pub const TIMEOUT_MS: u32 = 500;
@@ -368,11 +367,6 @@ pub fn self_eval(raw: Raw, input: &Input, source: Source, fallback_reason: Optio
         fallback_reason,
         overrides,
     }
-}
-
-/// Words in the message, for logging how long it was.
-pub fn word_count(text: &str) -> usize {
-    words(text).len()
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ async fn run_one(stores: &Stores, a: &Action, req: &DispatchRequest) -> Result<S
         "recall" => recall(stores, p, req).await,
         "memorize" => memorize(stores, p, req).await,
         "introspect" => introspect(stores, req).await,
-        "associate" => associate(stores, p, req).await,
+        "associate" => associate(stores, p).await,
         "schedule" => schedule(&stores.sql, p, req.now_ms).await,
         "list" => list(&stores.sql, p, req.now_ms).await,
         "focus" => focus(stores, p, req).await,
@@ -239,7 +239,7 @@ async fn introspect(stores: &Stores, req: &DispatchRequest) -> Result<String> {
     .to_string())
 }
 
-async fn associate(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> Result<String> {
+async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
     let seeds: Vec<String> = p
         .get("seeds")
         .and_then(J::as_array)
@@ -294,7 +294,6 @@ async fn associate(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -
     if activation.is_empty() {
         return Ok(format!("no topic is associated with {}", seeds.join(", ")));
     }
-    let _ = &req.topic;
     Ok(activation.iter().map(|(n, a)| format!("{n} ({a:.2})")).collect::<Vec<_>>().join(", "))
 }
 

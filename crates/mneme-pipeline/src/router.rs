@@ -30,7 +30,8 @@ pub struct Routed {
 }
 
 /// The router's weights: the defaults until the routing regulator (the only
-/// writer, Background engines issue) stores tuned ones.
+/// writer) stores tuned ones.
+// TODO(#6): read the regulator's stored weights.
 pub async fn weights() -> Weights {
     Weights::default()
 }

@@ -15,6 +15,10 @@ if [ ! -s .spin/secrets.env ]; then
     echo "SPIN_VARIABLE_CRON_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   } > .spin/secrets.env
 fi
+# Added by a later version: appended to an older secrets file.
+if ! grep -q '^SPIN_VARIABLE_INGEST_TOKEN=' .spin/secrets.env; then
+  (umask 077; echo "SPIN_VARIABLE_INGEST_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >> .spin/secrets.env)
+fi
 set -a; source .spin/secrets.env; set +a
 export MNEME_MODELS_DIR="$MODELS_DIR"
 

@@ -6,7 +6,7 @@
 spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
-        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/entries",
+        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/entries",
     ],
     world: "mneme:entries/http-api",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
@@ -16,6 +16,7 @@ spin_sdk::wit_bindgen::generate!({
 mod chat;
 mod clock;
 mod events;
+mod knowledge;
 
 use mneme::memory::memory;
 use mneme::store::store;
@@ -49,11 +50,31 @@ async fn handle(req: Request) -> Reply {
             _ => err(ApiError::method_not_allowed("GET")),
         };
     }
+    // Ingest has its own token, so transcripts can be pushed by a bot that
+    // never holds the API key.
+    if path == "/knowledge/ingest" {
+        if method != Method::POST {
+            return err(ApiError::method_not_allowed("POST"));
+        }
+        let token = spin_sdk::variables::get("ingest_token").await.ok();
+        if let Err(e) =
+            mneme_http::require_header_token(req.headers(), "x-ingest-token", token.as_deref(), "ingest_token")
+        {
+            return err(e);
+        }
+        return knowledge::ingest(req).await;
+    }
     let key = spin_sdk::variables::get("api_key").await.ok();
     if let Err(e) = require_bearer(req.headers(), key.as_deref(), "api_key") {
         return err(e);
     }
     let query = query_map(req.uri().query().unwrap_or(""));
+    if knowledge::handles(&path) {
+        return match knowledge::route(req, &path, &query).await {
+            Some(r) => r,
+            None => err(ApiError::not_found(format!("no endpoint at {path}"))),
+        };
+    }
     let allowed = |m: &str| err(ApiError::method_not_allowed(m));
     match path.as_str() {
         "/chat" if method == Method::POST => chat::handle(req).await,
@@ -157,12 +178,12 @@ async fn handle(req: Request) -> Reply {
     }
 }
 
-fn stage_error(e: StageError) -> spin_sdk::http::Response<String> {
+pub fn stage_error(e: StageError) -> spin_sdk::http::Response<String> {
     ApiError::from_stage(&e.code, e.message).into_response()
 }
 
 /// A stage's JSON answer as a 200, or its error.
-fn stage_json(r: Result<String, StageError>) -> spin_sdk::http::Response<String> {
+pub fn stage_json(r: Result<String, StageError>) -> spin_sdk::http::Response<String> {
     match r {
         Ok(body) => spin_sdk::http::Response::builder()
             .status(200)

@@ -9,12 +9,14 @@
 spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
-        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/entries",
+        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/entries",
     ],
     world: "mneme:entries/tick",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     generate_all,
 });
+
+mod knowledge;
 
 use mneme::memory::memory;
 use mneme::store::store;
@@ -45,8 +47,17 @@ async fn handle(req: Request) -> impl IntoResponse {
                 .await
                 .map(|r| serde_json::from_str(&r).unwrap_or(serde_json::Value::Null))
         }
+        "knowledge" => {
+            // Under the test clock every step of the drain sees the
+            // request's time; otherwise the system clock runs.
+            let fixed = clock(&req, started).await;
+            let offset = fixed as i64 - started as i64;
+            knowledge::drain(move || (now_ms() as i64 + offset) as u64).await
+        }
         _ => {
-            return ApiError::not_found(format!("no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders"))
+            return ApiError::not_found(format!(
+                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge"
+            ))
                 .into_response();
         }
     };

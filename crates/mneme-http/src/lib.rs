@@ -130,9 +130,56 @@ pub fn require_bearer(headers: &HeaderMap, configured: Option<&str>, variable: &
     }
 }
 
+/// Checks a secret sent in its own header (`X-Ingest-Token: <secret>`)
+/// against the configured one, with the same rules as [`require_bearer`].
+pub fn require_header_token(
+    headers: &HeaderMap,
+    name: &str,
+    configured: Option<&str>,
+    variable: &str,
+) -> Result<(), ApiError> {
+    let expected = configured.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not-configured",
+            format!("the Spin variable `{variable}` is not set, so this endpoint is closed"),
+        )
+    })?;
+    let given = headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", format!("send `{name}: <token>`")))?;
+    if constant_time_eq(given.trim().as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", format!("the `{name}` token is not valid")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_tokens_are_checked_like_bearers() {
+        let mut h = HeaderMap::new();
+        let status = |r: Result<(), ApiError>| r.map_err(|e| e.status).err();
+        assert_eq!(
+            status(require_header_token(&h, "x-ingest-token", None, "ingest_token")),
+            Some(StatusCode::SERVICE_UNAVAILABLE)
+        );
+        assert_eq!(
+            status(require_header_token(&h, "x-ingest-token", Some("s3cret"), "ingest_token")),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        h.insert("x-ingest-token", "wrong".parse().unwrap());
+        assert_eq!(
+            status(require_header_token(&h, "x-ingest-token", Some("s3cret"), "ingest_token")),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        h.insert("x-ingest-token", "s3cret".parse().unwrap());
+        assert_eq!(status(require_header_token(&h, "x-ingest-token", Some("s3cret"), "ingest_token")), None);
+    }
 
     fn headers(auth: Option<&str>) -> HeaderMap {
         let mut h = HeaderMap::new();

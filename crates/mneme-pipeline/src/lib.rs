@@ -1,4 +1,4 @@
-//! The I/O of the conversation stages. Each stage component (`components/*`)
+//! The I/O of the pipeline stages. Each stage component (`components/*`)
 //! is a thin adapter: it decodes the JSON request its WIT function receives,
 //! calls one function here, and encodes the answer (D-C2). The decisions
 //! themselves are `mneme-conversation`'s pure functions; this crate reads
@@ -7,9 +7,11 @@
 pub mod act;
 pub mod commit;
 pub mod context;
+pub mod knowledge;
 pub mod memory;
 pub mod records;
 pub mod router;
+pub mod search;
 pub mod triage;
 pub mod wm;
 

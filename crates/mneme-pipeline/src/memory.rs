@@ -251,7 +251,7 @@ fn to_store(f: Fail) -> mneme_store::StoreError {
 }
 
 /// Tables the principal's data lives in, in export order.
-pub const TABLES: [&str; 16] = [
+pub const TABLES: [&str; 21] = [
     "user_traits",
     "threads",
     "exchanges",
@@ -268,6 +268,11 @@ pub const TABLES: [&str; 16] = [
     "persistent_tasks",
     "events",
     "jobs",
+    "knowledge_entries",
+    "knowledge_jobs",
+    "reasoning_patterns",
+    "search_index",
+    "vector_blocks",
 ];
 /// Key-value prefixes of the principal's memory.
 pub const KV_PREFIXES: [&str; 7] = ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:"];

@@ -1,0 +1,380 @@
+//! The knowledge endpoints: ingest (its own token), jobs, entries and their
+//! markdown mirror, patterns, `/retrieve`, the vault search `/search`,
+//! documents, and the vault archive. Validation happens here; the work is
+//! the `knowledge` stage's.
+
+use crate::mneme::knowledge::knowledge;
+use crate::{Reply, clock, err, reply, stage_error, stage_json};
+use mneme_http::{ApiError, json, parse_json_body};
+use mneme_knowledge::entry::parse_date;
+use mneme_knowledge::fusion::Mode;
+use serde_json::{Map, Value, json};
+use spin_sdk::http::body::IncomingBodyExt;
+use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
+use std::collections::HashMap;
+
+/// Largest ingest body: a long meeting transcript.
+pub const MAX_INGEST_BYTES: usize = 1024 * 1024;
+pub const MAX_TRANSCRIPT_CHARS: usize = 400_000;
+/// Largest `/documents` body and batch.
+pub const MAX_DOCUMENTS_BYTES: usize = 4 * 1024 * 1024;
+pub const MAX_DOCUMENTS: usize = 256;
+pub const MAX_QUERY_CHARS: usize = 2_000;
+/// The corpora `/search` covers.
+pub const CORPORA: [&str; 3] = ["knowledge", "document", "episode"];
+
+fn bad(code: &str, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, code, message)
+}
+
+async fn body_json(req: Request, max: usize) -> Result<Value, ApiError> {
+    let bytes =
+        req.into_body().bytes().await.map_err(|e| bad("invalid-body", format!("the body could not be read: {e:?}")))?;
+    if bytes.len() > max {
+        return Err(bad("body-too-large", format!("the body is over {max} bytes")));
+    }
+    let v: Value = parse_json_body(&bytes)?;
+    if !v.is_object() {
+        return Err(bad("invalid", "the body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+/// An optional string field: absent or null is `None`; anything but a
+/// string, or longer than `max` characters, is an error.
+fn opt_str(v: &Value, key: &str, max: usize) -> Result<Option<String>, ApiError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.chars().count() <= max => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
+        Some(Value::String(_)) => Err(bad("invalid", format!("`{key}` is at most {max} characters"))),
+        Some(_) => Err(bad("invalid", format!("`{key}` must be a string"))),
+    }
+}
+
+/// Rejects fields the endpoint does not know (a typo must not be ignored).
+fn known_fields(v: &Value, known: &[&str]) -> Result<(), ApiError> {
+    match v.as_object().and_then(|o| o.keys().find(|k| !known.contains(&k.as_str()))) {
+        Some(k) => Err(bad("invalid", format!("unknown field `{k}`; fields: {}", known.join(", ")))),
+        None => Ok(()),
+    }
+}
+
+fn url(v: &Value, key: &str) -> Result<Option<String>, ApiError> {
+    let u = opt_str(v, key, 2048)?;
+    if let Some(u) = &u
+        && !(u.starts_with("https://") || u.starts_with("http://"))
+    {
+        return Err(bad("invalid", format!("`{key}` must be an http(s) URL")));
+    }
+    Ok(u)
+}
+
+/// `source_date` as `YYYY-MM-DD` (a date-time is cut to its date).
+fn date(v: &Value, key: &str, required: bool) -> Result<Option<String>, ApiError> {
+    match opt_str(v, key, 40)? {
+        Some(d) => match parse_date(&d) {
+            Some(_) => Ok(Some(d[..10].to_string())),
+            None => Err(bad("invalid", format!("`{key}` must be a calendar date, YYYY-MM-DD"))),
+        },
+        None if required => Err(bad("invalid", format!("`{key}` is required (YYYY-MM-DD)"))),
+        None => Ok(None),
+    }
+}
+
+/// `POST /knowledge/ingest`, after the ingest token was checked.
+pub async fn ingest(req: Request) -> Reply {
+    let now = clock::now_ms(req.headers()).await;
+    let v = match body_json(req, MAX_INGEST_BYTES).await {
+        Ok(v) => v,
+        Err(e) => return err(e),
+    };
+    let parsed = (|| {
+        known_fields(&v, &["source_type", "source_channel", "source_date", "source_url", "text"])?;
+        let source_type = match v.get("source_type").and_then(Value::as_str) {
+            Some(t @ ("chat" | "meeting")) => t.to_string(),
+            _ => return Err(bad("invalid", "`source_type` must be \"chat\" or \"meeting\"")),
+        };
+        let text = match v.get("text") {
+            Some(Value::String(t)) if !t.trim().is_empty() => t.clone(),
+            Some(Value::String(_)) | None | Some(Value::Null) => {
+                return Err(bad("invalid", "`text` is required and must not be empty"));
+            }
+            Some(_) => return Err(bad("invalid", "`text` must be a string")),
+        };
+        if text.chars().count() > MAX_TRANSCRIPT_CHARS {
+            return Err(bad("invalid", format!("`text` is at most {MAX_TRANSCRIPT_CHARS} characters")));
+        }
+        Ok(json!({
+            "source_type": source_type,
+            "source_channel": opt_str(&v, "source_channel", 200)?,
+            "source_date": date(&v, "source_date", true)?,
+            "source_url": url(&v, "source_url")?,
+            "text": text,
+            "now_ms": now,
+        }))
+    })();
+    let request = match parsed {
+        Ok(r) => r,
+        Err(e) => return err(e),
+    };
+    match knowledge::enqueue(request.to_string()).await {
+        Ok(body) => {
+            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let status = if v["duplicate"] == json!(true) { StatusCode::OK } else { StatusCode::ACCEPTED };
+            reply(json(status, &v))
+        }
+        Err(e) => reply(stage_error(e)),
+    }
+}
+
+/// Whether a path is one of this module's (behind the API key).
+pub fn handles(path: &str) -> bool {
+    path.starts_with("/knowledge/")
+        || path.starts_with("/documents")
+        || matches!(path, "/retrieve" | "/search" | "/vault/export")
+}
+
+/// Routes under `/knowledge/`, `/retrieve`, `/search`, `/documents` and
+/// `/vault/export`; `None` for a path none of them serves.
+pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) -> Option<Reply> {
+    let method = req.method().clone();
+    let allowed = |m: &str| Some(err(ApiError::method_not_allowed(m)));
+    if let Some(id) = path.strip_prefix("/knowledge/jobs/") {
+        if method != Method::GET {
+            return allowed("GET");
+        }
+        return Some(reply(stage_json(knowledge::job(json!({"id": id}).to_string()).await)));
+    }
+    if let Some(rest) = path.strip_prefix("/knowledge/entries/") {
+        if method != Method::GET {
+            return allowed("GET");
+        }
+        return Some(match rest.strip_suffix(".md") {
+            Some(id) => match knowledge::markdown(json!({"id": id}).to_string()).await {
+                Ok(body) => {
+                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    spin_sdk::http::Response::builder()
+                        .status(200)
+                        .header("content-type", "text/markdown; charset=utf-8")
+                        .body(v["markdown"].as_str().unwrap_or("").to_string())
+                        .expect("static parts")
+                        .into_response()
+                }
+                Err(e) => reply(stage_error(e)),
+            },
+            None => reply(stage_json(knowledge::get(json!({"id": rest}).to_string()).await)),
+        });
+    }
+    if let Some(id) = path.strip_prefix("/documents/") {
+        if method != Method::DELETE {
+            return allowed("DELETE");
+        }
+        return Some(reply(stage_json(knowledge::delete_document(json!({"id": id}).to_string()).await)));
+    }
+    Some(match path {
+        "/knowledge/entries" if method == Method::GET => list(query).await,
+        "/knowledge/patterns" if method == Method::GET => reply(stage_json(knowledge::patterns("{}".into()).await)),
+        "/retrieve" if method == Method::POST => retrieve(req).await,
+        "/search" if method == Method::GET => search(query).await,
+        "/documents" if method == Method::POST => documents(req).await,
+        "/vault/export" if method == Method::GET => vault().await,
+        "/knowledge/entries" | "/knowledge/patterns" | "/search" | "/vault/export" => return allowed("GET"),
+        "/retrieve" | "/documents" => return allowed("POST"),
+        _ => return None,
+    })
+}
+
+fn int(q: &HashMap<String, String>, name: &str, default: u32, max: u32) -> Result<u32, ApiError> {
+    match q.get(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(|| bad("invalid", format!("`{name}` must be an integer from 0 to {max}"))),
+    }
+}
+
+fn mode(raw: Option<&str>) -> Result<Mode, ApiError> {
+    match raw {
+        None => Ok(Mode::Hybrid),
+        Some(m) => Mode::parse(m).ok_or_else(|| bad("invalid", "`mode` must be hybrid, text or vector")),
+    }
+}
+
+async fn list(q: &HashMap<String, String>) -> Reply {
+    let parsed = (|| {
+        let limit = int(q, "limit", 50, 500)?.max(1);
+        let offset = int(q, "offset", 0, 1_000_000)?;
+        if let Some(t) = q.get("type")
+            && mneme_knowledge::KnowledgeType::parse(t).is_none()
+        {
+            return Err(bad("invalid", "`type` must be framework, decision, standard, philosophy or reaction"));
+        }
+        let include = match q.get("include_superseded").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => return Err(bad("invalid", "`include_superseded` must be true or false")),
+        };
+        Ok(json!({"limit": limit, "offset": offset, "type": q.get("type").map(|t| t.to_lowercase()),
+                  "pattern": q.get("pattern"), "include_superseded": include}))
+    })();
+    match parsed {
+        Ok(r) => reply(stage_json(knowledge::list(r.to_string()).await)),
+        Err(e) => err(e),
+    }
+}
+
+fn query_text(raw: Option<&str>, name: &str) -> Result<String, ApiError> {
+    let q =
+        raw.map(str::trim).filter(|q| !q.is_empty()).ok_or_else(|| bad("invalid", format!("`{name}` is required")))?;
+    if q.chars().count() > MAX_QUERY_CHARS {
+        return Err(bad("invalid", format!("`{name}` is at most {MAX_QUERY_CHARS} characters")));
+    }
+    Ok(q.to_string())
+}
+
+async fn retrieve(req: Request) -> Reply {
+    let now = clock::now_ms(req.headers()).await;
+    let v = match body_json(req, 64 * 1024).await {
+        Ok(v) => v,
+        Err(e) => return err(e),
+    };
+    let parsed = (|| {
+        known_fields(&v, &["query", "k", "mode"])?;
+        let query = match v.get("query") {
+            Some(Value::String(s)) => query_text(Some(s), "query")?,
+            Some(x) if !x.is_null() => return Err(bad("invalid", "`query` must be a string")),
+            _ => return Err(bad("invalid", "`query` is required")),
+        };
+        let k = match v.get("k") {
+            None | Some(Value::Null) => 10,
+            Some(k) => k
+                .as_u64()
+                .filter(|k| (1..=50).contains(k))
+                .ok_or_else(|| bad("invalid", "`k` must be an integer from 1 to 50"))?,
+        };
+        let m = match v.get("mode") {
+            None | Some(Value::Null) => Mode::Hybrid,
+            Some(Value::String(s)) => mode(Some(s))?,
+            Some(_) => return Err(bad("invalid", "`mode` must be hybrid, text or vector")),
+        };
+        Ok(json!({"query": query, "k": k, "mode": m, "now_ms": now}))
+    })();
+    match parsed {
+        Ok(r) => reply(stage_json(knowledge::retrieve(r.to_string()).await)),
+        Err(e) => err(e),
+    }
+}
+
+async fn search(q: &HashMap<String, String>) -> Reply {
+    let parsed = (|| {
+        let text = query_text(q.get("q").map(String::as_str), "q")?;
+        let k = int(q, "k", 10, 50)?;
+        if k == 0 {
+            return Err(bad("invalid", "`k` must be an integer from 1 to 50"));
+        }
+        let corpora: Vec<String> = match q.get("corpus") {
+            None => CORPORA.iter().map(|c| c.to_string()).collect(),
+            Some(list) => {
+                let picked: Vec<String> = list.split(',').map(|c| c.trim().to_string()).collect();
+                if picked.is_empty() || picked.iter().any(|c| !CORPORA.contains(&c.as_str())) {
+                    return Err(bad("invalid", "`corpus` is a comma list of knowledge, document, episode"));
+                }
+                picked
+            }
+        };
+        Ok(json!({"q": text, "k": k, "mode": mode(q.get("mode").map(String::as_str))?, "corpora": corpora}))
+    })();
+    match parsed {
+        Ok(r) => reply(stage_json(knowledge::search(r.to_string()).await)),
+        Err(e) => err(e),
+    }
+}
+
+async fn documents(req: Request) -> Reply {
+    let now = clock::now_ms(req.headers()).await;
+    let v = match body_json(req, MAX_DOCUMENTS_BYTES).await {
+        Ok(v) => v,
+        Err(e) => return err(e),
+    };
+    // One document, or `{documents: [...]}`.
+    let list: Vec<Value> = match v.get("documents") {
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return err(bad("invalid", "`documents` must be a list")),
+        None => vec![v.clone()],
+    };
+    if list.is_empty() || list.len() > MAX_DOCUMENTS {
+        return err(bad("invalid", format!("send 1 to {MAX_DOCUMENTS} documents")));
+    }
+    let mut docs = Vec::new();
+    for (i, d) in list.iter().enumerate() {
+        let one = (|| {
+            if !d.is_object() {
+                return Err(bad("invalid", "a document must be a JSON object"));
+            }
+            known_fields(d, &["id", "title", "text", "source_url", "source_date"])?;
+            let text = opt_str(d, "text", 100_000)?.ok_or_else(|| bad("invalid", "`text` is required"))?;
+            let id = opt_str(d, "id", 100)?;
+            if let Some(id) = &id
+                && !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+            {
+                return Err(bad("invalid", "`id` may hold letters, digits and - _ . : only"));
+            }
+            let mut m = Map::new();
+            m.insert("id".into(), json!(id));
+            m.insert("title".into(), json!(opt_str(d, "title", 300)?));
+            m.insert("text".into(), json!(text));
+            m.insert("source_url".into(), json!(url(d, "source_url")?));
+            m.insert("source_date".into(), json!(date(d, "source_date", false)?));
+            Ok(Value::Object(m))
+        })();
+        match one {
+            Ok(doc) => docs.push(doc),
+            Err(e) => return err(ApiError::new(e.status, e.code, format!("documents[{i}]: {}", e.message))),
+        }
+    }
+    match knowledge::add_documents(json!({"documents": docs, "now_ms": now}).to_string()).await {
+        Ok(body) => {
+            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            reply(json(StatusCode::CREATED, &v))
+        }
+        Err(e) => reply(stage_error(e)),
+    }
+}
+
+async fn vault() -> Reply {
+    let body = match knowledge::vault("{}".into()).await {
+        Ok(b) => b,
+        Err(e) => return reply(stage_error(e)),
+    };
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let files: Vec<(String, String, u64)> = v["files"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| {
+                    (
+                        f["path"].as_str().unwrap_or_default().to_string(),
+                        f["content"].as_str().unwrap_or_default().to_string(),
+                        f["mtime_secs"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let entries: Vec<mneme_knowledge::tar::File> = files
+        .iter()
+        .map(|(p, c, t)| mneme_knowledge::tar::File { path: p, contents: c.as_bytes(), mtime_secs: *t })
+        .collect();
+    match mneme_knowledge::tar::archive(&entries) {
+        Ok(tar) => spin_sdk::http::Response::builder()
+            .status(200)
+            .header("content-type", "application/x-tar")
+            .header("content-disposition", "attachment; filename=\"mneme-vault.tar\"")
+            .body(spin_sdk::http::FullBody::new(bytes::Bytes::from(tar)))
+            .expect("static parts")
+            .into_response(),
+        Err(e) => err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e)),
+    }
+}

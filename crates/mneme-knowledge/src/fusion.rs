@@ -1,0 +1,212 @@
+//! Candidate generation shared by `/retrieve` and `/search`: full-text and
+//! vector candidates, fused by reciprocal rank before the exact re-rank.
+//!
+//! The vector side must scale without a vector extension on either backend
+//! (Spin's SQLite has none), so it is a two-stage search: every indexed
+//! item's embedding is reduced to its sign bits (384 dimensions → 48 bytes),
+//! packed into blocks of [`BLOCK_SIZE`] per row, and scanned by Hamming
+//! distance; the closest [`SHORTLIST`] are re-scored by exact cosine on their
+//! full embeddings (D-K6).
+
+use serde::{Deserialize, Serialize};
+
+/// Items per packed signature row.
+pub const BLOCK_SIZE: usize = 1024;
+/// How many Hamming-nearest items get an exact cosine.
+pub const SHORTLIST: usize = 200;
+/// Candidates each generator contributes to the fusion.
+pub const GENERATOR_CANDIDATES: usize = 50;
+/// The reciprocal-rank-fusion constant (Cormack et al.; also what the
+/// system behind the message-flow design uses for episodes).
+pub const RRF_K: f64 = 60.0;
+
+/// Which candidate generators a query uses. `hybrid` is the default; the
+/// single-generator modes exist for evaluation and debugging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Hybrid,
+    Text,
+    Vector,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "hybrid" => Some(Mode::Hybrid),
+            "text" => Some(Mode::Text),
+            "vector" => Some(Mode::Vector),
+            _ => None,
+        }
+    }
+    pub fn uses_text(self) -> bool {
+        self != Mode::Vector
+    }
+    pub fn uses_vector(self) -> bool {
+        self != Mode::Text
+    }
+}
+
+/// The sign bits of an embedding, 64 dimensions per word.
+pub fn signature(embedding: &[f32]) -> Vec<u64> {
+    embedding
+        .chunks(64)
+        .map(|c| c.iter().enumerate().fold(0u64, |w, (i, &x)| if x > 0.0 { w | (1 << i) } else { w }))
+        .collect()
+}
+
+pub fn hamming(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+/// One packed row: item sequence numbers and their signatures.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Block {
+    pub seqs: Vec<i64>,
+    pub sigs: Vec<Vec<u64>>,
+}
+
+impl Block {
+    /// `(seqs blob, sigs blob)`, little-endian.
+    pub fn encode(&self) -> (Vec<u8>, Vec<u8>) {
+        let seqs = self.seqs.iter().flat_map(|s| s.to_le_bytes()).collect();
+        let sigs = self.sigs.iter().flatten().flat_map(|w| w.to_le_bytes()).collect();
+        (seqs, sigs)
+    }
+
+    /// Decodes a row; `words` is the signature length in u64 words.
+    pub fn decode(seqs: &[u8], sigs: &[u8], words: usize) -> Option<Self> {
+        if !seqs.len().is_multiple_of(8) || words == 0 || sigs.len() != seqs.len() * words {
+            return None;
+        }
+        let u = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        Some(Block {
+            seqs: seqs.chunks_exact(8).map(|c| u(c) as i64).collect(),
+            sigs: sigs.chunks_exact(8 * words).map(|s| s.chunks_exact(8).map(u).collect()).collect(),
+        })
+    }
+
+    pub fn push(&mut self, seq: i64, sig: Vec<u64>) {
+        self.seqs.push(seq);
+        self.sigs.push(sig);
+    }
+}
+
+/// The `n` sequence numbers nearest to `query` by Hamming distance across
+/// `blocks` (ties broken by the newer item).
+pub fn shortlist(query: &[u64], blocks: &[Block], n: usize) -> Vec<i64> {
+    let mut all: Vec<(u32, i64)> =
+        blocks.iter().flat_map(|b| b.seqs.iter().zip(&b.sigs).map(|(s, sig)| (hamming(query, sig), *s))).collect();
+    let key = |a: &(u32, i64)| (a.0, std::cmp::Reverse(a.1));
+    if all.len() > n {
+        all.select_nth_unstable_by_key(n, key);
+        all.truncate(n);
+    }
+    all.sort_unstable_by_key(key);
+    all.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Reciprocal rank fusion: Σ 1 / (k + rank) over the lists an item is in
+/// (rank from 1), best first; ties keep the first list's order.
+pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
+    let mut scores: Vec<(i64, f64, usize)> = Vec::new();
+    for list in lists {
+        for (rank, seq) in list.iter().enumerate() {
+            let add = 1.0 / (RRF_K + rank as f64 + 1.0);
+            match scores.iter_mut().find(|s| s.0 == *seq) {
+                Some(s) => s.1 += add,
+                None => {
+                    let order = scores.len();
+                    scores.push((*seq, add, order));
+                }
+            }
+        }
+    }
+    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    scores.into_iter().map(|(s, v, _)| (s, v)).collect()
+}
+
+/// The search terms of a query: content words, letters and digits only.
+pub fn terms(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in crate::text::words(query) {
+        let w: String = w.chars().filter(|c| c.is_alphanumeric()).collect();
+        if w.len() > 1 && !crate::text::is_stopword(&w) && !out.contains(&w) && out.len() < 32 {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// An FTS5 MATCH expression: any term, each quoted (so no query syntax
+/// leaks through). `None` when the query has no terms.
+pub fn fts5_query(query: &str) -> Option<String> {
+    let t = terms(query);
+    (!t.is_empty()).then(|| t.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+/// A PostgreSQL `to_tsquery` expression: any term.
+pub fn tsquery(query: &str) -> Option<String> {
+    let t = terms(query);
+    (!t.is_empty()).then(|| t.join(" | "))
+}
+
+/// How many fused candidates the exact re-rank sees for a top-`k` answer.
+pub fn pool(k: usize) -> usize {
+    (4 * k).clamp(40, 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_are_sign_bits() {
+        let mut e = vec![-1.0f32; 384];
+        e[0] = 0.5;
+        e[65] = 0.1;
+        let s = signature(&e);
+        assert_eq!(s.len(), 6);
+        assert_eq!((s[0], s[1], s[2]), (1, 2, 0));
+        assert_eq!(hamming(&s, &signature(&vec![-1.0; 384])), 2);
+    }
+
+    #[test]
+    fn blocks_round_trip() {
+        let mut b = Block::default();
+        b.push(7, vec![1, 2]);
+        b.push(9, vec![u64::MAX, 0]);
+        let (seqs, sigs) = b.encode();
+        assert_eq!(Block::decode(&seqs, &sigs, 2), Some(b));
+        assert_eq!(Block::decode(&seqs, &sigs[1..], 2), None);
+    }
+
+    #[test]
+    fn the_shortlist_is_nearest_first() {
+        let mut b = Block::default();
+        for (seq, sig) in [(1, 0b1111u64), (2, 0b0001), (3, 0b0011), (4, 0b0000)] {
+            b.push(seq, vec![sig]);
+        }
+        assert_eq!(shortlist(&[0], std::slice::from_ref(&b), 3), [4, 2, 3]);
+        assert_eq!(shortlist(&[0], &[b], 10), [4, 2, 3, 1]);
+    }
+
+    #[test]
+    fn rrf_rewards_agreement() {
+        let text = [1, 2, 3];
+        let vector = [3, 4, 1];
+        let fused = rrf(&[&text, &vector]);
+        let order: Vec<i64> = fused.iter().map(|f| f.0).collect();
+        assert_eq!(order, [1, 3, 2, 4]);
+        assert!((fused[0].1 - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn queries_are_sanitised() {
+        let q = fts5_query("What did Caroline say about \"adoption\" OR NEAR(x)?").unwrap();
+        assert_eq!(q, r#""caroline" OR "adoption" OR "near""#);
+        assert_eq!(tsquery("deploys & rollbacks!").unwrap(), "deploys | rollbacks");
+        assert_eq!(fts5_query("the a of"), None);
+    }
+}

@@ -1,0 +1,269 @@
+//! The search index that `/retrieve` and `/search` share: one row per
+//! searchable item (an active knowledge entry, a document, an episode) with
+//! its text for full-text search (SQLite FTS5 / PostgreSQL tsvector) and its
+//! embedding, whose sign bits are packed into `vector_blocks` for the
+//! Hamming scan. Candidate generation here; ranking is the caller's.
+
+use crate::{Fail, Result};
+use mneme_knowledge::fusion::{self, Block, Mode};
+use mneme_knowledge::rank::cosine;
+use mneme_store::sql::SqlKind;
+use mneme_store::{Row, Sql, Value};
+use serde::Serialize;
+
+/// Signature length of a 384-dimension embedding, in u64 words.
+const SIG_WORDS: usize = 6;
+
+/// Embeddings of several texts in one host call.
+pub fn embed_many(texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let r = spin_sdk::llm::generate_embeddings(spin_sdk::llm::EmbeddingModel::AllMiniLmL6V2, texts)
+        .map_err(|e| Fail::new("embedding-failed", format!("generate-embeddings: {e:?}")))?;
+    if r.embeddings.len() != texts.len() {
+        return Err(Fail::new("embedding-failed", "generate-embeddings returned the wrong number of embeddings"));
+    }
+    Ok(r.embeddings)
+}
+
+pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub fn bytes_f32(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// What an item is indexed by.
+pub struct NewItem<'a> {
+    pub corpus: &'a str,
+    pub ref_id: &'a str,
+    pub title: &'a str,
+    pub body: &'a str,
+    pub meta: &'a serde_json::Value,
+}
+
+/// Adds an item; returns its sequence number. Call inside the caller's
+/// transaction so the row and its signature land together.
+pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) -> Result<i64> {
+    let NewItem { corpus, ref_id, title, body, meta } = *item;
+    let rows = sql
+        .query(
+            "INSERT INTO search_index (corpus, ref_id, title, body, meta, embedding, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+            &[
+                corpus.into(),
+                ref_id.into(),
+                title.into(),
+                body.into(),
+                meta.to_string().into(),
+                f32_bytes(embedding).into(),
+                (now_ms as i64).into(),
+            ],
+        )
+        .await?;
+    let seq = rows.first().ok_or_else(|| Fail::new("internal", "insert returned no sequence number"))?.i64("seq")?;
+    append_signature(sql, corpus, seq, fusion::signature(embedding)).await?;
+    Ok(seq)
+}
+
+/// Appends a signature to the corpus's last block, or starts a new block.
+async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> Result<()> {
+    let last = sql
+        .query(
+            "SELECT block, n, seqs, sigs FROM vector_blocks WHERE corpus = $1 ORDER BY block DESC LIMIT 1",
+            &[corpus.into()],
+        )
+        .await?;
+    match last.first() {
+        Some(r) if (r.i64("n")? as usize) < fusion::BLOCK_SIZE => {
+            let mut b = Block::decode(&r.blob("seqs")?, &r.blob("sigs")?, SIG_WORDS)
+                .ok_or_else(|| Fail::new("internal", "a vector block is corrupt"))?;
+            b.push(seq, sig);
+            let (seqs, sigs) = b.encode();
+            sql.execute(
+                "UPDATE vector_blocks SET n = $3, seqs = $4, sigs = $5 WHERE corpus = $1 AND block = $2",
+                &[corpus.into(), r.i64("block")?.into(), (b.seqs.len() as i64).into(), seqs.into(), sigs.into()],
+            )
+            .await?;
+        }
+        other => {
+            let block = match other {
+                Some(r) => r.i64("block")? + 1,
+                None => 0,
+            };
+            let mut b = Block::default();
+            b.push(seq, sig);
+            let (seqs, sigs) = b.encode();
+            sql.execute(
+                "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs) VALUES ($1, $2, 1, $3, $4)",
+                &[corpus.into(), block.into(), seqs.into(), sigs.into()],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes an item from search (its signature stays in its block and is
+/// skipped at re-scoring, where the row is gone).
+pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
+    Ok(sql
+        .execute("DELETE FROM search_index WHERE corpus = $1 AND ref_id = $2", &[corpus.into(), ref_id.into()])
+        .await?)
+}
+
+/// Rewrites an item's text (its embedding is unchanged).
+pub async fn retext(sql: &Sql, corpus: &str, ref_id: &str, title: &str, body: &str) -> Result<()> {
+    sql.execute(
+        "UPDATE search_index SET title = $3, body = $4 WHERE corpus = $1 AND ref_id = $2",
+        &[corpus.into(), ref_id.into(), title.into(), body.into()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// What candidate generation found, with timings.
+#[derive(Debug, Default, Serialize)]
+pub struct Candidates {
+    /// Full-text hits, best first.
+    #[serde(skip)]
+    pub text: Vec<i64>,
+    /// Vector hits with their exact cosine, best first.
+    #[serde(skip)]
+    pub vector: Vec<(i64, f32)>,
+    /// The fused order with its RRF score (or the single generator's order).
+    #[serde(skip)]
+    pub fused: Vec<(i64, f64)>,
+    pub text_ms: u64,
+    pub vector_ms: u64,
+}
+
+fn in_list(first: usize, n: usize) -> String {
+    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Full-text and vector candidates over `corpora`, fused.
+pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
+    let mut c = Candidates::default();
+    let t0 = mneme_store::kv::now_ms();
+    if mode.uses_text() {
+        c.text = text_candidates(sql, corpora, query, fusion::GENERATOR_CANDIDATES).await?;
+    }
+    let t1 = mneme_store::kv::now_ms();
+    if mode.uses_vector() {
+        c.vector = vector_candidates(sql, corpora, embedding, fusion::GENERATOR_CANDIDATES).await?;
+    }
+    c.text_ms = t1.saturating_sub(t0);
+    c.vector_ms = mneme_store::kv::now_ms().saturating_sub(t1);
+    let vector: Vec<i64> = c.vector.iter().map(|v| v.0).collect();
+    c.fused = fusion::rrf(&[&c.text, &vector]);
+    Ok(c)
+}
+
+async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize) -> Result<Vec<i64>> {
+    let mut params: Vec<Value> = Vec::new();
+    let statement = match sql.kind() {
+        SqlKind::Sqlite => {
+            let Some(q) = fusion::fts5_query(query) else { return Ok(Vec::new()) };
+            params.push(q.into());
+            format!(
+                "SELECT s.seq FROM search_fts JOIN search_index s ON s.seq = search_fts.rowid
+                 WHERE search_fts MATCH $1 AND s.corpus IN ({}) ORDER BY bm25(search_fts, 2.0, 1.0) LIMIT {limit}",
+                in_list(2, corpora.len())
+            )
+        }
+        SqlKind::Postgres => {
+            let Some(q) = fusion::tsquery(query) else { return Ok(Vec::new()) };
+            params.push(q.into());
+            format!(
+                "SELECT seq FROM search_index, to_tsquery('english', $1) AS q
+                 WHERE tsv @@ q AND corpus IN ({}) ORDER BY ts_rank_cd(tsv, q) DESC, seq DESC LIMIT {limit}",
+                in_list(2, corpora.len())
+            )
+        }
+    };
+    params.extend(corpora.iter().map(|c| Value::from(*c)));
+    let rows = sql.query(&statement, &params).await?;
+    rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
+}
+
+async fn vector_candidates(sql: &Sql, corpora: &[&str], embedding: &[f32], limit: usize) -> Result<Vec<(i64, f32)>> {
+    let params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
+    let rows = sql
+        .query(
+            &format!("SELECT seqs, sigs FROM vector_blocks WHERE corpus IN ({})", in_list(1, corpora.len())),
+            &params,
+        )
+        .await?;
+    let mut blocks = Vec::with_capacity(rows.len());
+    for r in &rows {
+        blocks.push(
+            Block::decode(&r.blob("seqs")?, &r.blob("sigs")?, SIG_WORDS)
+                .ok_or_else(|| Fail::new("internal", "a vector block is corrupt"))?,
+        );
+    }
+    let shortlist = fusion::shortlist(&fusion::signature(embedding), &blocks, fusion::SHORTLIST);
+    let mut scored: Vec<(i64, f32)> =
+        embeddings(sql, &shortlist).await?.into_iter().map(|(seq, e)| (seq, cosine(embedding, &e))).collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    scored.truncate(limit);
+    Ok(scored)
+}
+
+/// The stored embeddings of items still in the index.
+pub async fn embeddings(sql: &Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
+    if seqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params: Vec<Value> = seqs.iter().map(|s| Value::from(*s)).collect();
+    let rows = sql
+        .query(&format!("SELECT seq, embedding FROM search_index WHERE seq IN ({})", in_list(1, seqs.len())), &params)
+        .await?;
+    rows.iter().map(|r| Ok((r.i64("seq")?, bytes_f32(&r.blob("embedding")?)))).collect()
+}
+
+/// One indexed item.
+#[derive(Debug, Clone)]
+pub struct Item {
+    pub seq: i64,
+    pub corpus: String,
+    pub ref_id: String,
+    pub title: String,
+    pub body: String,
+    pub meta: serde_json::Value,
+    pub embedding: Vec<f32>,
+    pub created_ms: i64,
+}
+
+/// Loads items by sequence number (those still indexed), in no order.
+pub async fn items(sql: &Sql, seqs: &[i64]) -> Result<Vec<Item>> {
+    if seqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params: Vec<Value> = seqs.iter().map(|s| Value::from(*s)).collect();
+    let rows = sql
+        .query(
+            &format!(
+                "SELECT seq, corpus, ref_id, title, body, meta, embedding, created_ms FROM search_index WHERE seq IN ({})",
+                in_list(1, seqs.len())
+            ),
+            &params,
+        )
+        .await?;
+    rows.iter().map(item).collect()
+}
+
+fn item(r: &Row) -> Result<Item> {
+    Ok(Item {
+        seq: r.i64("seq")?,
+        corpus: r.text("corpus")?,
+        ref_id: r.text("ref_id")?,
+        title: r.text("title")?,
+        body: r.text("body")?,
+        meta: serde_json::from_str(&r.text("meta")?).unwrap_or(serde_json::Value::Null),
+        embedding: bytes_f32(&r.blob("embedding")?),
+        created_ms: r.i64("created_ms")?,
+    })
+}

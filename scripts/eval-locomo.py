@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Retrieval evaluation on LoCoMo (../shared/data/locomo10.json) against a
+running Mneme: every dialogue turn becomes a document (`speaker: text`, plus
+its image caption), each question with evidence (categories 1-4) is asked
+through GET /search in each mode, and recall@k is the mean fraction of the
+question's evidence turns found in the top k. One conversation at a time:
+the store is emptied between conversations, so a question only sees its own
+conversation, as in the dataset's baselines.
+
+Usage: eval-locomo.py BASE_URL API_KEY [--dump FILE]
+Reads nothing but the dataset and the API; prints a JSON summary.
+"""
+
+import json
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+MODES = ["text", "vector", "hybrid"]
+KS = [1, 5, 10, 20]
+
+
+def call(base, key, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("authorization", f"Bearer {key}")
+    if data is not None:
+        req.add_header("content-type", "application/json")
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def turns(conv):
+    c = conv["conversation"]
+    n = 1
+    while f"session_{n}" in c:
+        for t in c[f"session_{n}"]:
+            text = f"{t['speaker']}: {t['text']}"
+            if t.get("blip_caption"):
+                text += f" [image: {t['blip_caption']}]"
+            yield {"id": t["dia_id"], "title": t["speaker"], "text": text}
+        n += 1
+
+
+def main():
+    base, key = sys.argv[1].rstrip("/"), sys.argv[2]
+    dump = sys.argv[sys.argv.index("--dump") + 1] if "--dump" in sys.argv else None
+    data = json.load(open(sys.path[0] + "/../../shared/data/locomo10.json"))
+    hits = {m: {k: [] for k in KS} for m in MODES}
+    latency = {m: [] for m in MODES}
+    raw = []
+    started = time.time()
+    for conv in data:
+        call(base, key, "DELETE", "/privacy/delete-all?confirm=true")
+        docs = list(turns(conv))
+        for i in range(0, len(docs), 128):
+            call(base, key, "POST", "/documents", {"documents": docs[i : i + 128]})
+        for qa in conv["qa"]:
+            if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
+                continue
+            gold = set(e.strip() for e in qa["evidence"])
+            row = {"q": qa["question"], "gold": sorted(gold)}
+            for m in MODES:
+                q = urllib.parse.urlencode({"q": qa["question"], "k": 20, "corpus": "document", "mode": m})
+                t0 = time.perf_counter()
+                res = call(base, key, "GET", f"/search?{q}")["results"]
+                latency[m].append((time.perf_counter() - t0) * 1000)
+                ids = [r["id"] for r in res]
+                row[m] = [[r["id"], r["relevance_score"]] for r in res]
+                for k in KS:
+                    hits[m][k].append(len(gold & set(ids[:k])) / len(gold))
+            raw.append(row)
+    summary = {
+        "questions": len(raw),
+        "seconds": round(time.time() - started, 1),
+        "recall": {m: {f"@{k}": round(sum(v) / len(v), 3) for k, v in hits[m].items()} for m in MODES},
+        "search_ms_p50": {m: round(sorted(v)[len(v) // 2], 1) for m, v in latency.items()},
+        "search_ms_p95": {m: round(sorted(v)[int(len(v) * 0.95)], 1) for m, v in latency.items()},
+    }
+    if dump:
+        json.dump(raw, open(dump, "w"))
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,582 @@
+//! Knowledge entries through the runner over HTTP, on both storage
+//! backends: ingest and its token, the queue drained by the tick, extraction
+//! by the scripted model and by the rules, validation at its boundaries, the
+//! patterns engine, merge and promotion, supersede, sequential ids under
+//! concurrency, ranked retrieval, the vault search and the markdown mirror.
+
+use std::time::{Duration, Instant};
+
+use mneme_e2e::fake_model::{FakeModel, Script};
+use mneme_e2e::{App, BACKENDS, Backend, BackendEnv};
+use serde_json::{Value, json};
+
+const KEY: &str = "test-api-key";
+const INGEST: &str = "test-ingest-token";
+/// Found in the extraction and stance requests' system prompts.
+const EXTRACT: &str = "You extract the principal's judgement";
+const STANCE: &str = "You compare a new statement";
+
+fn start(b: &BackendEnv, model: Option<&FakeModel>, ingest_token: bool) -> App {
+    let mut env = b.vars.clone();
+    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
+    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
+    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
+    if ingest_token {
+        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+    }
+    if let Some(m) = model {
+        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
+        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
+        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
+    }
+    App::start("spin.toml", &env)
+}
+
+fn bearer() -> String {
+    format!("Bearer {KEY}")
+}
+
+fn get(app: &App, path: &str) -> Value {
+    let a = bearer();
+    let r = app.request("GET", path, &[("authorization", a.as_str())], None);
+    assert_eq!(r.status, 200, "GET {path}: {}", r.body);
+    r.json()
+}
+
+fn post(app: &App, path: &str, body: Value) -> mneme_e2e::Resp {
+    let a = bearer();
+    app.request("POST", path, &[("authorization", a.as_str())], Some(body.to_string().as_bytes()))
+}
+
+fn ingest_raw(app: &App, body: &[u8]) -> mneme_e2e::Resp {
+    app.request("POST", "/knowledge/ingest", &[("x-ingest-token", INGEST)], Some(body))
+}
+
+/// Ingests a transcript; returns the job id.
+fn ingest(app: &App, text: &str, date: &str) -> String {
+    let r =
+        ingest_raw(app, json!({"source_type": "meeting", "source_date": date, "text": text}).to_string().as_bytes());
+    assert!(r.status == 202 || r.status == 200, "ingest: {} {}", r.status, r.body);
+    r.json()["job_id"].as_str().unwrap().to_string()
+}
+
+/// Runs the knowledge tick (the cron may have taken the job already).
+fn tick(app: &App) -> Value {
+    let r = app.request("POST", "/tick/knowledge", &[("authorization", "Bearer test-cron")], None);
+    assert_eq!(r.status, 200, "tick: {}", r.body);
+    r.json()
+}
+
+/// Drains until the job has finished; returns its report.
+fn finish(app: &App, job: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        tick(app);
+        let j = get(app, &format!("/knowledge/jobs/{job}"));
+        if j["status"] == "done" || j["status"] == "failed" {
+            return j;
+        }
+        assert!(Instant::now() < deadline, "job {job} did not finish: {j}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn candidates(list: Value) -> Script {
+    Script { reply: json!({"candidates": list}).to_string(), ..Default::default() }
+}
+
+fn outcome(job: &Value, index: usize) -> &Value {
+    job["outcomes"].as_array().unwrap().iter().find(|o| o["index"] == index).unwrap()
+}
+
+fn entry(app: &App, id: &str) -> Value {
+    get(app, &format!("/knowledge/entries/{id}"))
+}
+
+#[test]
+fn ingest_has_its_own_token_and_rejects_bad_input() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let closed = start(&b, None, false);
+    ingest_raw(&closed, b"{}").assert_error(503, "not-configured");
+    drop(closed);
+
+    let app = start(&b, None, true);
+    let good = json!({"source_type": "chat", "source_date": "2026-11-20", "text": "We decided to ship weekly because it keeps risk small."});
+    let body = good.to_string();
+    app.request("POST", "/knowledge/ingest", &[], Some(body.as_bytes())).assert_error(401, "unauthorized");
+    app.request("POST", "/knowledge/ingest", &[("x-ingest-token", "nope")], Some(body.as_bytes()))
+        .assert_error(401, "unauthorized");
+    let a = bearer();
+    app.request("POST", "/knowledge/ingest", &[("authorization", a.as_str())], Some(body.as_bytes()))
+        .assert_error(401, "unauthorized");
+    assert!(!app.log().contains(INGEST), "the ingest token must never be logged");
+
+    let with = |k: &str, v: Value| {
+        let mut x = good.clone();
+        x[k] = v;
+        x.to_string()
+    };
+    for (body, code) in [
+        (with("source_type", json!("email")), "invalid"),
+        (with("source_date", json!("2026-02-30")), "invalid"),
+        (with("source_date", json!(null)), "invalid"),
+        (with("text", json!("   ")), "invalid"),
+        (with("text", json!(7)), "invalid"),
+        (with("source_url", json!("ftp://x")), "invalid"),
+        (with("colour", json!("red")), "invalid"),
+        ("{not json".to_string(), "invalid-json"),
+        ("[]".to_string(), "invalid"),
+    ] {
+        ingest_raw(&app, body.as_bytes()).assert_error(400, code);
+    }
+    let first = ingest_raw(&app, body.as_bytes());
+    assert_eq!(first.status, 202, "{}", first.body);
+    let job = first.json()["job_id"].as_str().unwrap().to_string();
+    // The same transcript (even re-wrapped) creates nothing new.
+    let again = with("text", json!("We decided to ship weekly\n  because it keeps risk small."));
+    let dup = ingest_raw(&app, again.as_bytes());
+    assert_eq!(dup.status, 200);
+    assert_eq!((dup.json()["job_id"].as_str(), dup.json()["duplicate"].as_bool()), (Some(job.as_str()), Some(true)));
+    let done = finish(&app, &job);
+    assert_eq!(done["kept"], 1);
+    ingest_raw(&app, again.as_bytes());
+    finish(&app, &job);
+    assert_eq!(get(&app, "/knowledge/entries")["total"], 1, "a duplicate ingest made a second entry");
+    let missing = app.request("GET", "/knowledge/jobs/kj-nope", &[("authorization", a.as_str())], None);
+    missing.assert_error(404, "not-found");
+}
+
+#[test]
+fn without_a_model_the_rules_extract_through_the_same_validation() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let job = ingest(
+            &app,
+            "Alice: I believe small teams ship faster because coordination costs grow quadratically.\n\
+             Bob: Sounds right. How was the trip?\n\
+             Alice: We decided to move billing to Postgres because we need real transactions.\n\
+             Alice: Never deploy on a Friday, since nobody is around to fix it.\n\
+             Alice: I believe tabs are better than spaces.",
+            "2026-11-20",
+        );
+        let j = finish(&app, &job);
+        assert_eq!(j["status"], "done", "{backend:?}: {j}");
+        assert_eq!(
+            (j["extractor"].as_str(), j["kept"].as_i64(), j["dropped"].as_i64()),
+            (Some("rules"), Some(3), Some(1))
+        );
+        assert!(j["extractor_note"].as_str().unwrap().contains("no model"));
+        assert_eq!(outcome(&j, 3)["reason"], "no-reasoning");
+        let list = get(&app, "/knowledge/entries")["entries"].as_array().unwrap().clone();
+        let types: Vec<&str> = list.iter().rev().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["philosophy", "decision", "standard"], "{backend:?}");
+        let e = entry(&app, "KE-0003");
+        assert_eq!(e["position"], "Never deploy on a Friday");
+        assert_eq!(e["reasoning"], "Nobody is around to fix it");
+        assert_eq!((e["confidence"].as_str(), e["stability"].as_str()), (Some("medium"), Some("stable")));
+        assert_eq!((e["extractor"].as_str(), e["tier"].as_str()), (Some("rules"), Some("public")));
+        assert_eq!((e["corroboration_count"].as_i64(), e["source_type"].as_str()), (Some(1), Some("meeting")));
+        assert!(e["superseded_by"].is_null() && e["reasoning_pattern"].is_null());
+        // The mirror carries every field.
+        let a = bearer();
+        let md = app.request("GET", "/knowledge/entries/KE-0003.md", &[("authorization", a.as_str())], None);
+        assert_eq!(md.header("content-type"), Some("text/markdown; charset=utf-8"));
+        for line in [
+            "id: \"KE-0003\"",
+            "type: standard",
+            "corroboration_count: 1",
+            "superseded_by: null",
+            "source_date: \"2026-11-20\"",
+        ] {
+            assert!(md.body.contains(line), "{line} missing from:\n{}", md.body);
+        }
+        // The vault is a tar of every entry's mirror.
+        let tar = app.request("GET", "/vault/export", &[("authorization", a.as_str())], None);
+        assert_eq!(tar.header("content-type"), Some("application/x-tar"));
+        assert_eq!(&tar.body.as_bytes()[..20], b"Knowledge/KE-0001.md");
+        assert!(
+            tar.body.contains("Knowledge/KE-0003.md") && tar.body.contains("position: \"Never deploy on a Friday\"")
+        );
+    }
+}
+
+#[test]
+fn validation_drops_off_list_types_missing_reasoning_and_self_contradicting_topics() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        model.route(
+            EXTRACT,
+            candidates(json!([
+                {"type": "framework", "topic": "Inversion", "position": "Solve a problem by asking how to guarantee failure",
+                 "reasoning": "avoiding stupidity is easier than seeking brilliance", "confidence": "high", "stability": "evergreen",
+                 "tags": ["Thinking", "thinking", "#risk"]},
+                {"type": "belief", "topic": "Remote work", "position": "Remote work beats offices", "reasoning": "focus"},
+                {"type": "Decisions", "topic": "Vendors", "position": "Use two vendors", "reasoning": "resilience"},
+                {"type": "decision", "topic": "Kafka", "position": "We adopt Kafka for events"},
+                {"type": "standard", "topic": "Always write design docs", "position": "Never write design docs for small changes",
+                 "reasoning": "they slow small changes down"},
+                {"type": "reaction", "topic": "The launch post", "position": "The launch post was excellent",
+                 "reasoning": "it led with the customer problem"}
+            ])),
+        );
+        let app = start(&b, Some(&model), true);
+        let j = finish(&app, &ingest(&app, "a meeting transcript", "2026-11-01"));
+        assert_eq!(j["extractor"], "scripted-model", "{backend:?}: the model's own name: {j}");
+        assert_eq!((j["kept"].as_i64(), j["dropped"].as_i64()), (Some(2), Some(4)));
+        let reasons: Vec<&str> = (1..=4).map(|i| outcome(&j, i)["reason"].as_str().unwrap()).collect();
+        assert_eq!(reasons, ["off-list-type", "off-list-type", "no-reasoning", "topic-contradicts-position"]);
+        let framework = entry(&app, outcome(&j, 0)["entry_id"].as_str().unwrap());
+        assert_eq!(
+            (framework["confidence"].as_str(), framework["stability"].as_str()),
+            (Some("high"), Some("evergreen"))
+        );
+        assert_eq!(framework["tags"], json!(["thinking", "risk"]));
+        let reaction = entry(&app, outcome(&j, 5)["entry_id"].as_str().unwrap());
+        assert_eq!((reaction["confidence"].as_str(), reaction["stability"].as_str()), (Some("medium"), Some("stable")));
+        assert_eq!(model.requests_with(EXTRACT).len(), 1);
+    }
+}
+
+#[test]
+fn a_third_corroboration_promotes_to_high_and_merges_union_tags_and_bump_the_date() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        let app = start(&b, Some(&model), true);
+        let say = |tags: Value, date: &str, text: &str| {
+            model.route(
+                EXTRACT,
+                candidates(json!([{"type": "standard", "topic": "Small pull requests",
+                    "position": "Keep pull requests under 400 lines", "reasoning": "reviewers miss bugs in big diffs",
+                    "confidence": "low", "tags": tags}])),
+            );
+            finish(&app, &ingest(&app, text, date))
+        };
+        let first = say(json!(["review"]), "2026-03-01", "transcript one");
+        let id = outcome(&first, 0)["entry_id"].as_str().unwrap().to_string();
+        let second = say(json!(["pull-requests"]), "2026-01-15", "transcript two");
+        assert_eq!(outcome(&second, 0)["outcome"], "merged");
+        assert_eq!(outcome(&second, 0)["into"], id.as_str());
+        let e = entry(&app, &id);
+        assert_eq!(
+            (e["corroboration_count"].as_i64(), e["confidence"].as_str()),
+            (Some(2), Some("low")),
+            "{backend:?}"
+        );
+        assert_eq!(e["source_date"], "2026-03-01", "an older date does not move source_date back");
+        assert!(e["last_corroborated_at"].is_string());
+        say(json!(["review", "quality"]), "2026-06-10", "transcript three");
+        let e = entry(&app, &id);
+        assert_eq!(
+            (e["corroboration_count"].as_i64(), e["confidence"].as_str()),
+            (Some(3), Some("high")),
+            "{backend:?}"
+        );
+        assert_eq!(e["tags"], json!(["review", "pull-requests", "quality"]));
+        assert_eq!(e["source_date"], "2026-06-10");
+        assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
+    }
+}
+
+#[test]
+fn a_contradiction_supersedes_the_older_entry_which_leaves_retrieval_but_is_kept() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        let app = start(&b, Some(&model), true);
+        let state = |position: &str| {
+            candidates(json!([{"type": "decision", "topic": "Friday deploys", "position": position,
+                "reasoning": "weekend coverage decides it", "confidence": "high"}]))
+        };
+        model.route(EXTRACT, state("We deploy on Fridays like any other day"));
+        let old = outcome(&finish(&app, &ingest(&app, "first meeting", "2026-05-01")), 0)["entry_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        model.route(EXTRACT, state("We no longer deploy on Fridays"));
+        model.route(
+            STANCE,
+            Script {
+                reply: json!({"stances": [{"id": old, "stance": "contradict"}]}).to_string(),
+                ..Default::default()
+            },
+        );
+        let j = finish(&app, &ingest(&app, "second meeting", "2026-10-01"));
+        let o = outcome(&j, 0);
+        assert_eq!((o["outcome"].as_str(), o["stance_by"].as_str()), (Some("kept"), Some("model")), "{backend:?}: {j}");
+        assert_eq!(o["supersedes"], json!([old]));
+        assert_eq!(j["superseded"], json!([old]));
+        let new = o["entry_id"].as_str().unwrap().to_string();
+        assert!(model.requests_with(STANCE)[0].contains("We deploy on Fridays like any other day"));
+        let before = entry(&app, &old);
+        assert_eq!((before["superseded_by"].as_str(), before["active"].as_bool()), (Some(new.as_str()), Some(false)));
+        assert_eq!(entry(&app, &new)["supersedes"], json!([old]));
+        assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
+        assert_eq!(get(&app, "/knowledge/entries?include_superseded=true")["total"], 2);
+        let found = post(&app, "/retrieve", json!({"query": "do we deploy on Fridays?", "k": 10})).json();
+        let ids: Vec<&str> = found["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, [new.as_str()], "{backend:?}: superseded entries drop out of retrieval");
+        let searched = get(&app, "/search?q=deploy%20fridays");
+        assert!(searched["results"].as_array().unwrap().iter().all(|r| r["id"] != old.as_str()));
+
+        // An older transcript saying the opposite is kept as history.
+        model.route(EXTRACT, state("We deploy on Fridays without any restriction"));
+        model.route(
+            STANCE,
+            Script {
+                reply: json!({"stances": [{"id": new, "stance": "contradict"}]}).to_string(),
+                ..Default::default()
+            },
+        );
+        let j = finish(&app, &ingest(&app, "an old meeting found later", "2026-01-01"));
+        assert_eq!(outcome(&j, 0)["outcome"], "kept-as-history", "{j}");
+        assert_eq!(outcome(&j, 0)["superseded_by"], new.as_str());
+        assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
+    }
+}
+
+#[test]
+fn patterns_are_trusted_matched_at_0_72_minted_or_null() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        let app = start(&b, Some(&model), true);
+        let with = |pattern: Value, style: bool, position: &str| {
+            candidates(json!([{"type": "framework", "topic": position, "position": position,
+                "reasoning": "it generalises", "reasoning_pattern": pattern, "communication_style_only": style}]))
+        };
+        let run = |script: Script, text: &str| {
+            model.route(EXTRACT, script);
+            let j = finish(&app, &ingest(&app, text, "2026-11-01"));
+            outcome(&j, 0)["pattern"].clone()
+        };
+        let p = run(with(json!("invert-the-problem"), false, "Ask what would guarantee failure first"), "t1");
+        assert_eq!(
+            (p["resolution"].as_str(), p["slug"].as_str()),
+            (Some("minted"), Some("invert-the-problem")),
+            "{backend:?}"
+        );
+        let p = run(with(json!("invert-the-problem"), false, "Plan backwards from the worst outcome"), "t2");
+        assert_eq!(p["resolution"], "known");
+        let p = run(with(json!("invert the problem"), false, "List the ways a launch could fail"), "t3");
+        assert_eq!(p["resolution"], "matched", "{p}");
+        assert!(p["cosine"].as_f64().unwrap() >= 0.72);
+        let p =
+            run(with(json!("compounding small advantages over decades"), false, "Favour habits that compound"), "t4");
+        assert_eq!(p["resolution"], "minted", "an unrelated hint mints a new pattern: {p}");
+        let p = run(with(json!("terse bullet formatting"), false, "Write replies as bullets"), "t5");
+        assert_eq!(p["resolution"], "null");
+        let p = run(with(json!("invert-the-problem"), true, "Keep messages short"), "t6");
+        assert_eq!(p["resolution"], "null");
+        let p = run(with(Value::Null, false, "Price by value delivered"), "t7");
+        assert_eq!(p["resolution"], "null");
+        let patterns = get(&app, "/knowledge/patterns")["patterns"].as_array().unwrap().clone();
+        let invert = patterns.iter().find(|p| p["slug"] == "invert-the-problem").unwrap();
+        assert_eq!((invert["observations"].as_i64(), invert["status"].as_str()), (Some(3), Some("established")));
+        assert_eq!(patterns.len(), 2);
+        let tagged = get(&app, "/knowledge/entries?pattern=invert-the-problem");
+        assert_eq!(tagged["total"], 3);
+    }
+}
+
+#[test]
+fn ids_are_sequential_and_unique_under_concurrent_ingests() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        const SUBJECTS: [(&str, &str); 6] = [
+            ("move payroll to a new provider", "the old one failed an audit"),
+            ("hire a second designer", "the backlog of product research keeps growing"),
+            ("sunset the mobile beta", "fewer than ten people opened it last month"),
+            ("rent a bigger warehouse", "orders doubled since spring"),
+            ("translate the docs into Spanish", "a third of our signups are from Latin America"),
+            ("freeze the pricing page", "every change confused existing customers"),
+        ];
+        let jobs: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = SUBJECTS
+                .iter()
+                .map(|(what, why)| {
+                    let app = &app;
+                    s.spawn(move || ingest(app, &format!("We decided to {what} because {why}."), "2026-11-01"))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| tick(&app));
+            }
+        });
+        for j in &jobs {
+            assert_eq!(finish(&app, j)["status"], "done");
+        }
+        let list = get(&app, "/knowledge/entries?limit=100&include_superseded=true");
+        let mut ids: Vec<String> =
+            list["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+        ids.sort();
+        let n = ids.len();
+        assert_eq!(n, 6, "{backend:?}: {ids:?}");
+        let expected: Vec<String> = (1..=n).map(|i| format!("KE-{i:04}")).collect();
+        assert_eq!(ids, expected, "{backend:?}: ids must be KE-0001… with no gap or duplicate");
+    }
+}
+
+#[test]
+fn retrieve_ranks_by_the_seed_formula_computed_at_read_time() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        let app = start(&b, Some(&model), true);
+        model.route(
+            EXTRACT,
+            candidates(json!([
+                {"type": "framework", "topic": "Database choice", "position": "Pick boring databases like Postgres for core data",
+                 "reasoning": "operational maturity beats novelty", "confidence": "high", "stability": "evergreen"},
+                {"type": "reaction", "topic": "Database migration review", "position": "The database migration plan was sloppy",
+                 "reasoning": "it had no rollback step", "confidence": "low", "stability": "evolving"},
+                {"type": "decision", "topic": "Office snacks", "position": "We stock fruit instead of candy",
+                 "reasoning": "people asked for healthier food", "stability": "evolving"}
+            ])),
+        );
+        finish(&app, &ingest(&app, "ranking transcript", "2026-10-01"));
+        model.route(
+            EXTRACT,
+            candidates(json!([{"type": "standard", "topic": "Database backups", "position": "Test database restores every month",
+                "reasoning": "an untested backup is not a backup", "stability": "evolving"}])),
+        );
+        finish(&app, &ingest(&app, "a transcript dated in the future", "2027-06-01"));
+        let now = 1_793_145_600_000u64; // 2026-10-28T00:00:00Z: 27 days after 2026-10-01
+        let clock = now.to_string();
+        let a = bearer();
+        let ask = |body: Value| {
+            app.request(
+                "POST",
+                "/retrieve",
+                &[("authorization", a.as_str()), ("x-mneme-clock", clock.as_str())],
+                Some(body.to_string().as_bytes()),
+            )
+        };
+        let r = ask(json!({"query": "which database should we use?"}));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let results = r.json()["results"].as_array().unwrap().clone();
+        assert_eq!(results.len(), 4);
+        let mut last = f64::INFINITY;
+        for e in &results {
+            let rel = e["relevance_score"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&rel));
+            let tw = match e["type"].as_str().unwrap() {
+                "framework" => 1.0,
+                "philosophy" => 0.9,
+                "standard" => 0.8,
+                "decision" => 0.7,
+                _ => 0.5,
+            };
+            let cw = match e["confidence"].as_str().unwrap() {
+                "high" => 1.0,
+                "medium" => 0.7,
+                _ => 0.4,
+            };
+            let fresh = match (e["stability"].as_str().unwrap(), e["source_date"].as_str().unwrap()) {
+                ("evergreen", _) | (_, "2027-06-01") => 1.0,
+                ("evolving", "2026-10-01") => (-27.0f64 / 21.0).exp(),
+                other => panic!("unexpected {other:?}"),
+            };
+            let expected = 0.6 * rel + 0.15 * tw + 0.15 * cw + 0.10 * fresh;
+            let got = e["final_score"].as_f64().unwrap();
+            assert!((got - expected).abs() < 1e-9, "{backend:?} {}: {got} vs {expected}", e["id"]);
+            assert!(got <= last, "results must be ordered by final_score");
+            last = got;
+            for field in ["id", "topic", "position", "reasoning", "tags", "corroboration_count", "created_at", "tier"] {
+                assert!(!e[field].is_null(), "{field} missing");
+            }
+        }
+        assert_eq!(results[0]["topic"], "Database choice", "{backend:?}");
+        assert_eq!(ask(json!({"query": "database", "k": 1})).json()["results"].as_array().unwrap().len(), 1);
+        for mode in ["text", "vector"] {
+            let r = ask(json!({"query": "database restores", "mode": mode})).json();
+            assert_eq!(r["results"][0]["topic"], "Database backups", "{backend:?} {mode}");
+        }
+        for bad in [
+            json!({}),
+            json!({"query": ""}),
+            json!({"query": "x", "k": 0}),
+            json!({"query": "x", "k": 51}),
+            json!({"query": "x", "mode": "magic"}),
+            json!({"query": "x", "colour": 1}),
+        ] {
+            ask(bad).assert_error(400, "invalid");
+        }
+    }
+}
+
+#[test]
+fn the_vault_search_covers_documents_and_entries() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        finish(&app, &ingest(&app, "We decided to hedge currency risk because revenue is in euros.", "2026-11-01"));
+        let r = post(
+            &app,
+            "/documents",
+            json!({"documents": [
+                {"id": "note-1", "title": "Kettlebell programme", "text": "Three sessions a week of swings and presses.", "source_url": "https://example.com/kb"},
+                {"title": "Reading list", "text": "Books on monetary policy and currency markets."}
+            ]}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let hit = get(&app, "/search?q=kettlebell%20swings&k=3");
+        assert_eq!(hit["results"][0]["id"], "note-1", "{backend:?}: {hit}");
+        assert_eq!(hit["results"][0]["source_url"], "https://example.com/kb");
+        let both = get(&app, "/search?q=currency%20risk&k=5");
+        let corpora: Vec<&str> =
+            both["results"].as_array().unwrap().iter().map(|r| r["corpus"].as_str().unwrap()).collect();
+        assert!(corpora.contains(&"knowledge") && corpora.contains(&"document"), "{both}");
+        let only = get(&app, "/search?q=currency%20risk&corpus=document");
+        assert!(only["results"].as_array().unwrap().iter().all(|r| r["corpus"] == "document"));
+        let a = bearer();
+        assert_eq!(app.request("DELETE", "/documents/note-1", &[("authorization", a.as_str())], None).status, 200);
+        let gone = get(&app, "/search?q=kettlebell%20swings&k=3");
+        assert!(gone["results"].as_array().unwrap().iter().all(|r| r["id"] != "note-1"));
+        app.request("DELETE", "/documents/note-1", &[("authorization", a.as_str())], None)
+            .assert_error(404, "not-found");
+        for (path, code) in [
+            ("/search", "invalid"),
+            ("/search?q=x&k=0", "invalid"),
+            ("/search?q=x&corpus=mail", "invalid"),
+            ("/search?q=x&mode=fuzzy", "invalid"),
+        ] {
+            app.request("GET", path, &[("authorization", a.as_str())], None).assert_error(400, code);
+        }
+        post(&app, "/documents", json!({"documents": []})).assert_error(400, "invalid");
+        post(&app, "/documents", json!({"title": "no text"})).assert_error(400, "invalid");
+    }
+}
+
+#[test]
+fn a_failing_model_retries_the_job_then_fails_it_and_a_reingest_requeues_it() {
+    let b = BackendEnv::new(Backend::Hosted);
+    let model = FakeModel::start(Script::default());
+    model.route(EXTRACT, Script { status: 500, reply: "boom".into(), ..Default::default() });
+    let app = start(&b, Some(&model), true);
+    let text = "We decided to keep the monolith because the team is small.";
+    let job = ingest(&app, text, "2026-11-01");
+    let j = finish(&app, &job);
+    assert_eq!(j["status"], "failed", "{j}");
+    assert_eq!(j["attempts"], 3);
+    assert!(j["error"].as_str().unwrap().contains("extraction"), "{j}");
+    assert_eq!(get(&app, "/knowledge/entries")["total"], 0, "a failed job writes nothing");
+    model.route(
+        EXTRACT,
+        candidates(json!([{"type": "decision", "topic": "Monolith", "position": "Keep the monolith",
+        "reasoning": "the team is small"}])),
+    );
+    let again = ingest_raw(
+        &app,
+        json!({"source_type": "meeting", "source_date": "2026-11-01", "text": text}).to_string().as_bytes(),
+    );
+    assert_eq!((again.status, again.json()["requeued"].as_bool()), (200, Some(true)));
+    assert_eq!(finish(&app, &job)["status"], "done");
+    assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
+}

@@ -6,7 +6,7 @@
 //! item's embedding is reduced to its sign bits (384 dimensions → 48 bytes),
 //! packed into blocks of [`BLOCK_SIZE`] per row, and scanned by Hamming
 //! distance; the closest [`SHORTLIST`] are re-scored by exact cosine on their
-//! full embeddings (D-K6).
+//! full embeddings. The two candidate lists meet in [`fuse`] (D-K6).
 
 use serde::{Deserialize, Serialize};
 
@@ -16,8 +16,8 @@ pub const BLOCK_SIZE: usize = 1024;
 pub const SHORTLIST: usize = 200;
 /// Candidates each generator contributes to the fusion.
 pub const GENERATOR_CANDIDATES: usize = 50;
-/// The reciprocal-rank-fusion constant (Cormack et al.; also what the
-/// system behind the message-flow design uses for episodes).
+/// The reciprocal-rank-fusion constant of the [`rrf`] baseline (Cormack et
+/// al.; also what the system behind the message-flow design uses).
 pub const RRF_K: f64 = 60.0;
 
 /// Which candidate generators a query uses. `hybrid` is the default; the
@@ -107,8 +107,38 @@ pub fn shortlist(query: &[u64], blocks: &[Block], n: usize) -> Vec<i64> {
     all.into_iter().map(|(_, s)| s).collect()
 }
 
-/// Reciprocal rank fusion: Σ 1 / (k + rank) over the lists an item is in
-/// (rank from 1), best first; ties keep the first list's order.
+/// Rank constant of the full-text term of the fusion.
+pub const TEXT_RANK_K: f64 = 20.0;
+/// Weight of the cosine term of the fusion.
+pub const COSINE_WEIGHT: f64 = 0.05;
+
+/// The hybrid fusion (D-K6): 1 / (20 + full-text rank) for an item the
+/// full-text search found, plus 0.05 × its cosine to the query, for every
+/// item either generator found (`cosines` covers all of them). Unlike plain
+/// reciprocal rank fusion, the vector side contributes its score, not its
+/// rank, so a weak vector neighbour cannot outvote a strong lexical match;
+/// on LoCoMo this beats both generators alone, where plain RRF loses to
+/// full text (docs/BENCHMARKS.md). Best first; ties keep the newer item.
+pub fn fuse(text: &[i64], cosines: &[(i64, f32)]) -> Vec<(i64, f64)> {
+    let mut scored: Vec<(i64, f64)> = cosines
+        .iter()
+        .map(|&(seq, cos)| {
+            let lexical = text.iter().position(|t| *t == seq).map_or(0.0, |r| 1.0 / (TEXT_RANK_K + r as f64 + 1.0));
+            (seq, lexical + COSINE_WEIGHT * f64::from(cos))
+        })
+        .collect();
+    for (r, seq) in text.iter().enumerate() {
+        if !scored.iter().any(|s| s.0 == *seq) {
+            scored.push((*seq, 1.0 / (TEXT_RANK_K + r as f64 + 1.0)));
+        }
+    }
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    scored
+}
+
+/// Reciprocal rank fusion: Σ 1 / (60 + rank) over the lists an item is in
+/// (rank from 1), best first; ties keep the first list's order. Kept as the
+/// baseline the evaluation compares against.
 pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
     let mut scores: Vec<(i64, f64, usize)> = Vec::new();
     for list in lists {
@@ -200,6 +230,21 @@ mod tests {
         let order: Vec<i64> = fused.iter().map(|f| f.0).collect();
         assert_eq!(order, [1, 3, 2, 4]);
         assert!((fused[0].1 - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fusion_adds_the_cosine_to_the_lexical_rank() {
+        // 1 is the best lexical match; 3 only a vector neighbour; 2 both.
+        let text = [1, 2];
+        let cos = [(1, 0.1), (2, 0.6), (3, 0.9)];
+        let fused = fuse(&text, &cos);
+        let order: Vec<i64> = fused.iter().map(|f| f.0).collect();
+        assert_eq!(order, [2, 1, 3], "both signals beat either; the top lexical match beats a vector-only hit");
+        assert!((fused[0].1 - (1.0 / 22.0 + 0.05 * 0.6)).abs() < 1e-6);
+        assert!((fused[1].1 - (1.0 / 21.0 + 0.05 * 0.1)).abs() < 1e-6);
+        assert!((fused[2].1 - 0.05 * 0.9).abs() < 1e-6);
+        // An item without a cosine still counts its lexical rank.
+        assert_eq!(fuse(&[7], &[]), vec![(7, 1.0 / 21.0)]);
     }
 
     #[test]

@@ -383,8 +383,8 @@ async fn neighbours(
 ) -> Result<Vec<NeighbourView>> {
     let query = format!("{} {}", c.topic, c.position);
     let found = search::candidates(sql, &[CORPUS], &query, retrieval, Mode::Hybrid).await?;
-    let seqs: Vec<i64> = found.fused.iter().take(fusion::pool(10)).map(|f| f.0).collect();
-    let ids: Vec<String> = search::items(sql, &seqs).await?.into_iter().map(|i| i.ref_id).collect();
+    let ids: Vec<String> =
+        found.fused.iter().take(fusion::pool(10)).filter_map(|f| found.get(f.0).map(|x| x.0.clone())).collect();
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -930,14 +930,18 @@ pub async fn retrieve(r: RetrieveRequest) -> Result<J> {
     let embed_ms = mneme_store::kv::now_ms().saturating_sub(t0);
     let found = search::candidates(sql, &[CORPUS], &r.query, &q, r.mode).await?;
     let t1 = mneme_store::kv::now_ms();
-    let seqs: Vec<i64> = found.fused.iter().take(fusion::pool(r.k)).map(|f| f.0).collect();
-    let items = search::items(sql, &seqs).await?;
-    let ids: Vec<String> = items.iter().map(|i| i.ref_id.clone()).collect();
+    let pool: std::collections::HashMap<String, f32> = found
+        .fused
+        .iter()
+        .take(fusion::pool(r.k))
+        .filter_map(|f| found.get(f.0).map(|(id, cos)| (id.clone(), *cos)))
+        .collect();
+    let ids: Vec<String> = pool.keys().cloned().collect();
     let entries = entries_by_id(sql, &ids).await?;
     let mut results: Vec<(f64, f64, Entry)> = Vec::new();
     for e in entries.into_iter().filter(|e| e.superseded_by.is_none()) {
-        let Some(item) = items.iter().find(|i| i.ref_id == e.id) else { continue };
-        let relevance = rank::relevance(cosine(&q, &item.embedding));
+        let Some(cos) = pool.get(&e.id) else { continue };
+        let relevance = rank::relevance(*cos);
         let fresh = rank::freshness(e.stability, &e.source_date, r.now_ms);
         let score = rank::final_score(relevance, e.kind, e.confidence, fresh);
         results.push((score, relevance, e));
@@ -988,7 +992,7 @@ pub async fn search(r: SearchRequest) -> Result<J> {
             let snippet: String = i.body.chars().take(280).collect();
             Some(json!({
                 "corpus": i.corpus, "id": i.ref_id, "title": i.title, "snippet": snippet,
-                "score": score, "relevance_score": rank::relevance(cosine(&q, &i.embedding)),
+                "score": score, "relevance_score": rank::relevance(found.get(*seq).map_or(0.0, |f| f.1)),
                 "source_url": i.meta.get("source_url"), "source_date": i.meta.get("source_date"),
                 "created_at": entry::timestamp(i.created_ms as u64),
             }))

@@ -9,7 +9,6 @@ use mneme_knowledge::fusion::{self, Block, Mode};
 use mneme_knowledge::rank::cosine;
 use mneme_store::sql::SqlKind;
 use mneme_store::{Row, Sql, Value};
-use serde::Serialize;
 
 /// Signature length of a 384-dimension embedding, in u64 words.
 const SIG_WORDS: usize = 6;
@@ -125,26 +124,34 @@ pub async fn retext(sql: &Sql, corpus: &str, ref_id: &str, title: &str, body: &s
 }
 
 /// What candidate generation found, with timings.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default)]
 pub struct Candidates {
     /// Full-text hits, best first.
-    #[serde(skip)]
     pub text: Vec<i64>,
-    /// Vector hits with their exact cosine, best first.
-    #[serde(skip)]
-    pub vector: Vec<(i64, f32)>,
-    /// The fused order with its RRF score (or the single generator's order).
-    #[serde(skip)]
+    /// Vector hits, best first (by exact cosine).
+    pub vector: Vec<i64>,
+    /// Every candidate still indexed: sequence number → (ref id, cosine).
+    pub found: std::collections::HashMap<i64, (String, f32)>,
+    /// The order for the mode asked, with its score.
     pub fused: Vec<(i64, f64)>,
     pub text_ms: u64,
     pub vector_ms: u64,
+}
+
+impl Candidates {
+    /// The ref id and cosine of a candidate.
+    pub fn get(&self, seq: i64) -> Option<&(String, f32)> {
+        self.found.get(&seq)
+    }
 }
 
 fn in_list(first: usize, n: usize) -> String {
     (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Full-text and vector candidates over `corpora`, fused.
+/// Full-text and vector candidates over `corpora`, fused. Three queries:
+/// the full-text search, the signature blocks, and one read of every
+/// candidate's embedding and ref id.
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
     let mut c = Candidates::default();
     let t0 = mneme_store::kv::now_ms();
@@ -152,13 +159,29 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
         c.text = text_candidates(sql, corpora, query, fusion::GENERATOR_CANDIDATES).await?;
     }
     let t1 = mneme_store::kv::now_ms();
-    if mode.uses_vector() {
-        c.vector = vector_candidates(sql, corpora, embedding, fusion::GENERATOR_CANDIDATES).await?;
+    let shortlist = if mode.uses_vector() { shortlist(sql, corpora, embedding).await? } else { Vec::new() };
+    let mut wanted = shortlist.clone();
+    wanted.extend(c.text.iter().filter(|t| !shortlist.contains(t)));
+    for (seq, ref_id, e) in embeddings(sql, &wanted).await? {
+        c.found.insert(seq, (ref_id, cosine(embedding, &e)));
     }
+    // Rows deleted since (a superseded entry) drop out here.
+    c.text.retain(|t| c.found.contains_key(t));
+    let mut vector: Vec<(i64, f32)> = shortlist.iter().filter_map(|s| c.found.get(s).map(|f| (*s, f.1))).collect();
+    vector.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    vector.truncate(fusion::GENERATOR_CANDIDATES);
+    c.vector = vector.iter().map(|v| v.0).collect();
+    c.fused = match mode {
+        Mode::Text => c.text.iter().enumerate().map(|(r, s)| (*s, 1.0 / (r as f64 + 1.0))).collect(),
+        Mode::Vector => vector.iter().map(|&(s, cos)| (s, f64::from(cos))).collect(),
+        Mode::Hybrid => {
+            let mut cosines = vector.clone();
+            cosines.extend(c.text.iter().filter(|t| !c.vector.contains(t)).map(|t| (*t, c.found[t].1)));
+            fusion::fuse(&c.text, &cosines)
+        }
+    };
     c.text_ms = t1.saturating_sub(t0);
     c.vector_ms = mneme_store::kv::now_ms().saturating_sub(t1);
-    let vector: Vec<i64> = c.vector.iter().map(|v| v.0).collect();
-    c.fused = fusion::rrf(&[&c.text, &vector]);
     Ok(c)
 }
 
@@ -189,7 +212,8 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
     rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
 }
 
-async fn vector_candidates(sql: &Sql, corpora: &[&str], embedding: &[f32], limit: usize) -> Result<Vec<(i64, f32)>> {
+/// The Hamming-nearest items of the corpora's signature blocks.
+async fn shortlist(sql: &Sql, corpora: &[&str], embedding: &[f32]) -> Result<Vec<i64>> {
     let params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
     let rows = sql
         .query(
@@ -204,24 +228,22 @@ async fn vector_candidates(sql: &Sql, corpora: &[&str], embedding: &[f32], limit
                 .ok_or_else(|| Fail::new("internal", "a vector block is corrupt"))?,
         );
     }
-    let shortlist = fusion::shortlist(&fusion::signature(embedding), &blocks, fusion::SHORTLIST);
-    let mut scored: Vec<(i64, f32)> =
-        embeddings(sql, &shortlist).await?.into_iter().map(|(seq, e)| (seq, cosine(embedding, &e))).collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    scored.truncate(limit);
-    Ok(scored)
+    Ok(fusion::shortlist(&fusion::signature(embedding), &blocks, fusion::SHORTLIST))
 }
 
-/// The stored embeddings of items still in the index.
-pub async fn embeddings(sql: &Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
+/// The ref ids and stored embeddings of items still in the index.
+pub async fn embeddings(sql: &Sql, seqs: &[i64]) -> Result<Vec<(i64, String, Vec<f32>)>> {
     if seqs.is_empty() {
         return Ok(Vec::new());
     }
     let params: Vec<Value> = seqs.iter().map(|s| Value::from(*s)).collect();
     let rows = sql
-        .query(&format!("SELECT seq, embedding FROM search_index WHERE seq IN ({})", in_list(1, seqs.len())), &params)
+        .query(
+            &format!("SELECT seq, ref_id, embedding FROM search_index WHERE seq IN ({})", in_list(1, seqs.len())),
+            &params,
+        )
         .await?;
-    rows.iter().map(|r| Ok((r.i64("seq")?, bytes_f32(&r.blob("embedding")?)))).collect()
+    rows.iter().map(|r| Ok((r.i64("seq")?, r.text("ref_id")?, bytes_f32(&r.blob("embedding")?)))).collect()
 }
 
 /// One indexed item.
@@ -233,7 +255,6 @@ pub struct Item {
     pub title: String,
     pub body: String,
     pub meta: serde_json::Value,
-    pub embedding: Vec<f32>,
     pub created_ms: i64,
 }
 
@@ -246,7 +267,7 @@ pub async fn items(sql: &Sql, seqs: &[i64]) -> Result<Vec<Item>> {
     let rows = sql
         .query(
             &format!(
-                "SELECT seq, corpus, ref_id, title, body, meta, embedding, created_ms FROM search_index WHERE seq IN ({})",
+                "SELECT seq, corpus, ref_id, title, body, meta, created_ms FROM search_index WHERE seq IN ({})",
                 in_list(1, seqs.len())
             ),
             &params,
@@ -263,7 +284,6 @@ fn item(r: &Row) -> Result<Item> {
         title: r.text("title")?,
         body: r.text("body")?,
         meta: serde_json::from_str(&r.text("meta")?).unwrap_or(serde_json::Value::Null),
-        embedding: bytes_f32(&r.blob("embedding")?),
         created_ms: r.i64("created_ms")?,
     })
 }

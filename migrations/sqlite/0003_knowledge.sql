@@ -73,9 +73,14 @@ CREATE TABLE IF NOT EXISTS search_index (
     title TEXT NOT NULL,
     body TEXT NOT NULL,
     meta TEXT NOT NULL,
-    embedding BLOB NOT NULL,
     created_ms BIGINT NOT NULL,
     UNIQUE (corpus, ref_id)
+);
+-- Embeddings live apart from the text, so a full-text scan over many
+-- matches reads small rows (1.5 KiB of vector per row would dominate it).
+CREATE TABLE IF NOT EXISTS search_vectors (
+    seq BIGINT PRIMARY KEY,
+    embedding BLOB NOT NULL
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(
     title, body, content='search_index', content_rowid='seq', tokenize='porter unicode61'

@@ -251,7 +251,7 @@ fn to_store(f: Fail) -> mneme_store::StoreError {
 }
 
 /// Tables the principal's data lives in, in export order.
-pub const TABLES: [&str; 21] = [
+pub const TABLES: [&str; 22] = [
     "user_traits",
     "threads",
     "exchanges",
@@ -272,6 +272,7 @@ pub const TABLES: [&str; 21] = [
     "knowledge_jobs",
     "reasoning_patterns",
     "search_index",
+    "search_vectors",
     "vector_blocks",
 ];
 /// Key-value prefixes of the principal's memory.

@@ -1,8 +1,8 @@
 //! The search index that `/retrieve` and `/search` share: one row per
 //! searchable item (an active knowledge entry, a document, an episode) with
-//! its text for full-text search (SQLite FTS5 / PostgreSQL tsvector) and its
-//! embedding, whose sign bits are packed into `vector_blocks` for the
-//! Hamming scan. Candidate generation here; ranking is the caller's.
+//! its text for full-text search (SQLite FTS5 / PostgreSQL tsvector), its
+//! embedding in `search_vectors`, and the embedding's sign bits packed into
+//! `vector_blocks` for the Hamming scan. Candidate generation here; ranking is the caller's.
 
 use crate::{Fail, Result};
 use mneme_knowledge::fusion::{self, Block, Mode};
@@ -49,20 +49,17 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
     let NewItem { corpus, ref_id, title, body, meta } = *item;
     let rows = sql
         .query(
-            "INSERT INTO search_index (corpus, ref_id, title, body, meta, embedding, created_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
-            &[
-                corpus.into(),
-                ref_id.into(),
-                title.into(),
-                body.into(),
-                meta.to_string().into(),
-                f32_bytes(embedding).into(),
-                (now_ms as i64).into(),
-            ],
+            "INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
+            &[corpus.into(), ref_id.into(), title.into(), body.into(), meta.to_string().into(), (now_ms as i64).into()],
         )
         .await?;
     let seq = rows.first().ok_or_else(|| Fail::new("internal", "insert returned no sequence number"))?.i64("seq")?;
+    sql.execute(
+        "INSERT INTO search_vectors (seq, embedding) VALUES ($1, $2)",
+        &[seq.into(), f32_bytes(embedding).into()],
+    )
+    .await?;
     append_signature(sql, corpus, seq, fusion::signature(embedding)).await?;
     Ok(seq)
 }
@@ -239,7 +236,11 @@ pub async fn embeddings(sql: &Sql, seqs: &[i64]) -> Result<Vec<(i64, String, Vec
     let params: Vec<Value> = seqs.iter().map(|s| Value::from(*s)).collect();
     let rows = sql
         .query(
-            &format!("SELECT seq, ref_id, embedding FROM search_index WHERE seq IN ({})", in_list(1, seqs.len())),
+            &format!(
+                "SELECT i.seq, i.ref_id, v.embedding FROM search_index i JOIN search_vectors v ON v.seq = i.seq
+                 WHERE i.seq IN ({})",
+                in_list(1, seqs.len())
+            ),
             &params,
         )
         .await?;

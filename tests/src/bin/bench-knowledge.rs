@@ -250,12 +250,14 @@ fn seed_pg(c: &mut postgres::Client, n: usize, texts: &[String], rng: &mut Rng) 
     let entry = tx.prepare(
         "INSERT INTO knowledge_entries (seq, id, type, topic, position, reasoning, confidence, stability, tier, tags, source_type, source_date, corroboration_count, created_at, extractor, embedding, created_ms)
          VALUES ($1, $2, $3, $4, $5, 'filler', 'medium', 'stable', 'public', '[]', 'chat', '2026-11-01', 1, '2026-11-01T00:00:00Z', 'bench-filler', $6, 0)").unwrap();
-    let index = tx.prepare("INSERT INTO search_index (corpus, ref_id, title, body, meta, embedding, created_ms) VALUES ('knowledge', $1, $2, $3, '{}', $4, 0) RETURNING seq").unwrap();
+    let index = tx.prepare("INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms) VALUES ('knowledge', $1, $2, $3, '{}', 0) RETURNING seq").unwrap();
+    let vector = tx.prepare("INSERT INTO search_vectors (seq, embedding) VALUES ($1, $2)").unwrap();
     let mut block = Block::default();
     let mut blocks: Vec<Block> = Vec::new();
     for r in &rows {
         tx.execute(&entry, &[&r.seq, &r.id, &r.kind, &r.topic, &r.body, &r.embedding]).unwrap();
-        let seq: i64 = tx.query_one(&index, &[&r.id, &r.topic, &r.body, &r.embedding]).unwrap().get(0);
+        let seq: i64 = tx.query_one(&index, &[&r.id, &r.topic, &r.body]).unwrap().get(0);
+        tx.execute(&vector, &[&seq, &r.embedding]).unwrap();
         block.push(seq, r.sig.clone());
         if block.seqs.len() == mneme_knowledge::fusion::BLOCK_SIZE {
             blocks.push(std::mem::take(&mut block));
@@ -291,12 +293,13 @@ fn seed_sqlite(path: &std::path::Path, n: usize, texts: &[String], rng: &mut Rng
         let mut entry = tx.prepare(
             "INSERT INTO knowledge_entries (seq, id, type, topic, position, reasoning, confidence, stability, tier, tags, source_type, source_date, corroboration_count, created_at, extractor, embedding, created_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, 'filler', 'medium', 'stable', 'public', '[]', 'chat', '2026-11-01', 1, '2026-11-01T00:00:00Z', 'bench-filler', ?6, 0)").unwrap();
-        let mut index = tx.prepare("INSERT INTO search_index (corpus, ref_id, title, body, meta, embedding, created_ms) VALUES ('knowledge', ?1, ?2, ?3, '{}', ?4, 0) RETURNING seq").unwrap();
+        let mut index = tx.prepare("INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms) VALUES ('knowledge', ?1, ?2, ?3, '{}', 0) RETURNING seq").unwrap();
+        let mut vector = tx.prepare("INSERT INTO search_vectors (seq, embedding) VALUES (?1, ?2)").unwrap();
         let mut block = Block::default();
         for r in &rows {
             entry.execute(rusqlite::params![r.seq, r.id, r.kind, r.topic, r.body, r.embedding]).unwrap();
-            let seq: i64 =
-                index.query_row(rusqlite::params![r.id, r.topic, r.body, r.embedding], |x| x.get(0)).unwrap();
+            let seq: i64 = index.query_row(rusqlite::params![r.id, r.topic, r.body], |x| x.get(0)).unwrap();
+            vector.execute(rusqlite::params![seq, r.embedding]).unwrap();
             block.push(seq, r.sig.clone());
             if block.seqs.len() == mneme_knowledge::fusion::BLOCK_SIZE {
                 blocks.push(std::mem::take(&mut block));

@@ -4,7 +4,7 @@
 //! the `knowledge` stage's.
 
 use crate::mneme::knowledge::knowledge;
-use crate::{Reply, clock, err, reply, stage_error, stage_json};
+use crate::{Reply, clock, err, num, reply, stage_error, stage_json};
 use mneme_http::{ApiError, json, parse_json_body};
 use mneme_knowledge::entry::parse_date;
 use mneme_knowledge::fusion::Mode;
@@ -184,17 +184,6 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
     })
 }
 
-fn int(q: &HashMap<String, String>, name: &str, default: u32, max: u32) -> Result<u32, ApiError> {
-    match q.get(name) {
-        None => Ok(default),
-        Some(v) => v
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n <= max)
-            .ok_or_else(|| bad("invalid", format!("`{name}` must be an integer from 0 to {max}"))),
-    }
-}
-
 fn mode(raw: Option<&str>) -> Result<Mode, ApiError> {
     match raw {
         None => Ok(Mode::Hybrid),
@@ -204,8 +193,8 @@ fn mode(raw: Option<&str>) -> Result<Mode, ApiError> {
 
 async fn list(q: &HashMap<String, String>) -> Reply {
     let parsed = (|| {
-        let limit = int(q, "limit", 50, 500)?.max(1);
-        let offset = int(q, "offset", 0, 1_000_000)?;
+        let limit = num(q, "limit", 50, 1, 500)?;
+        let offset = num(q, "offset", 0, 0, 1_000_000)?;
         if let Some(t) = q.get("type")
             && mneme_knowledge::KnowledgeType::parse(t).is_none()
         {
@@ -270,10 +259,7 @@ async fn retrieve(req: Request) -> Reply {
 async fn search(q: &HashMap<String, String>) -> Reply {
     let parsed = (|| {
         let text = query_text(q.get("q").map(String::as_str), "q")?;
-        let k = int(q, "k", 10, 50)?;
-        if k == 0 {
-            return Err(bad("invalid", "`k` must be an integer from 1 to 50"));
-        }
+        let k = num(q, "k", 10, 1, 50)?;
         let corpora: Vec<String> = match q.get("corpus") {
             None => CORPORA.iter().map(|c| c.to_string()).collect(),
             Some(list) => {

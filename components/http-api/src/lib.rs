@@ -229,7 +229,7 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// An integer query parameter within bounds, else 400.
-fn num(
+pub fn num(
     q: &std::collections::HashMap<String, String>,
     name: &str,
     default: u32,

@@ -1,5 +1,6 @@
 //! Candidate generation shared by `/retrieve` and `/search`: full-text and
-//! vector candidates, fused by reciprocal rank before the exact re-rank.
+//! vector candidates, fused (full-text rank plus cosine) before the exact
+//! re-rank.
 //!
 //! The vector side must scale without a vector extension on either backend
 //! (Spin's SQLite has none), so it is a two-stage search: every indexed
@@ -16,9 +17,6 @@ pub const BLOCK_SIZE: usize = 1024;
 pub const SHORTLIST: usize = 200;
 /// Candidates each generator contributes to the fusion.
 pub const GENERATOR_CANDIDATES: usize = 50;
-/// The reciprocal-rank-fusion constant of the [`rrf`] baseline (Cormack et
-/// al.; also what the system behind the message-flow design uses).
-pub const RRF_K: f64 = 60.0;
 
 /// Which candidate generators a query uses. `hybrid` is the default; the
 /// single-generator modes exist for evaluation and debugging.
@@ -115,7 +113,7 @@ pub const COSINE_WEIGHT: f64 = 0.05;
 /// The hybrid fusion (D-K6): 1 / (20 + full-text rank) for an item the
 /// full-text search found, plus 0.05 × its cosine to the query, for every
 /// item either generator found (`cosines` covers all of them). Unlike plain
-/// reciprocal rank fusion, the vector side contributes its score, not its
+/// reciprocal rank fusion (Σ 1/(60 + rank)), the vector side contributes its score, not its
 /// rank, so a weak vector neighbour cannot outvote a strong lexical match;
 /// on LoCoMo this beats both generators alone, where plain RRF loses to
 /// full text (docs/BENCHMARKS.md). Best first; ties keep the newer item.
@@ -134,27 +132,6 @@ pub fn fuse(text: &[i64], cosines: &[(i64, f32)]) -> Vec<(i64, f64)> {
     }
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     scored
-}
-
-/// Reciprocal rank fusion: Σ 1 / (60 + rank) over the lists an item is in
-/// (rank from 1), best first; ties keep the first list's order. Kept as the
-/// baseline the evaluation compares against.
-pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
-    let mut scores: Vec<(i64, f64, usize)> = Vec::new();
-    for list in lists {
-        for (rank, seq) in list.iter().enumerate() {
-            let add = 1.0 / (RRF_K + rank as f64 + 1.0);
-            match scores.iter_mut().find(|s| s.0 == *seq) {
-                Some(s) => s.1 += add,
-                None => {
-                    let order = scores.len();
-                    scores.push((*seq, add, order));
-                }
-            }
-        }
-    }
-    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
-    scores.into_iter().map(|(s, v, _)| (s, v)).collect()
 }
 
 /// The search terms of a query: content words, letters and digits only.
@@ -220,16 +197,6 @@ mod tests {
         }
         assert_eq!(shortlist(&[0], std::slice::from_ref(&b), 3), [4, 2, 3]);
         assert_eq!(shortlist(&[0], &[b], 10), [4, 2, 3, 1]);
-    }
-
-    #[test]
-    fn rrf_rewards_agreement() {
-        let text = [1, 2, 3];
-        let vector = [3, 4, 1];
-        let fused = rrf(&[&text, &vector]);
-        let order: Vec<i64> = fused.iter().map(|f| f.0).collect();
-        assert_eq!(order, [1, 3, 2, 4]);
-        assert!((fused[0].1 - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-12);
     }
 
     #[test]

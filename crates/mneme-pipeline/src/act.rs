@@ -255,12 +255,7 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
         stores.sql.query("SELECT name, embedding FROM topics ORDER BY last_active_ms DESC LIMIT 200", &[]).await?;
     let topics: Vec<(String, Vec<f32>)> = rows
         .iter()
-        .map(|r| {
-            Ok((
-                r.text("name")?,
-                r.blob("embedding")?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            ))
-        })
+        .map(|r| Ok((r.text("name")?, crate::bytes_f32(&r.blob("embedding")?))))
         .collect::<std::result::Result<_, mneme_store::StoreError>>()?;
     // Spreading activation over topic similarity: seeds activate their
     // nearest topics (weight = cosine), which pass 0.5 of it on one level more.

@@ -161,21 +161,8 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     })
 }
 
-/// The message's all-MiniLM-L6-v2 embedding (384 dimensions), computed by
-/// the host behind Spin's `generate-embeddings`.
-pub fn embed(text: &str) -> Result<Vec<f32>> {
-    let r = spin_sdk::llm::generate_embeddings(spin_sdk::llm::EmbeddingModel::AllMiniLmL6V2, &[text.to_string()])
-        .map_err(|e| Fail::new("embedding-failed", format!("generate-embeddings: {e:?}")))?;
-    r.embeddings.into_iter().next().ok_or_else(|| Fail::new("embedding-failed", "no embedding returned"))
-}
-
-fn to_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn from_bytes(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-}
+/// The message's all-MiniLM-L6-v2 embedding (384 dimensions).
+pub use crate::embed;
 
 async fn classify_topic(
     sql: &Sql,
@@ -194,7 +181,7 @@ async fn classify_topic(
     for r in &rows {
         topics.push(topic::Topic {
             name: r.text("name")?,
-            embedding: from_bytes(&r.blob("embedding")?),
+            embedding: crate::bytes_f32(&r.blob("embedding")?),
             messages: r.i64("messages")? as u32,
         });
     }
@@ -203,7 +190,7 @@ async fn classify_topic(
         sql.execute(
             "INSERT INTO topics (name, embedding, messages, created_ms, last_active_ms) VALUES ($1, $2, 1, $3, $3) \
              ON CONFLICT (name) DO UPDATE SET last_active_ms = excluded.last_active_ms",
-            &[c.topic.as_str().into(), to_bytes(embedding).into(), Value::Int(now as i64)],
+            &[c.topic.as_str().into(), crate::f32_bytes(embedding).into(), Value::Int(now as i64)],
         )
         .await?;
     } else if let Some(mut t) = topics.into_iter().find(|t| t.name == c.topic) {
@@ -212,7 +199,7 @@ async fn classify_topic(
             "UPDATE topics SET embedding = $2, messages = $3, last_active_ms = $4 WHERE name = $1",
             &[
                 t.name.as_str().into(),
-                to_bytes(&t.embedding).into(),
+                crate::f32_bytes(&t.embedding).into(),
                 Value::Int(t.messages as i64),
                 Value::Int(now as i64),
             ],

@@ -11,8 +11,8 @@
 //! supersedes, patterns, the outcome, `done`). A crash anywhere before the
 //! commit of `apply` leaves the job to be claimed again when its lease ends.
 
-use crate::search::{self, bytes_f32, embed_many, f32_bytes};
-use crate::{Fail, Result, Stores, json_text, random_hex};
+use crate::search;
+use crate::{Fail, Result, Stores, bytes_f32, embed_many, f32_bytes, in_list, json_text, random_hex};
 use mneme_knowledge::entry::{self, Confidence, Entry, KnowledgeType, SourceType, Stability};
 use mneme_knowledge::fusion::{self, Mode};
 use mneme_knowledge::governor::{self, Action, Neighbour, Stance};
@@ -61,10 +61,6 @@ fn entry_from(r: &Row) -> Result<Entry> {
         created_at: r.text("created_at")?,
         extractor: r.text("extractor")?,
     })
-}
-
-fn in_list(first: usize, n: usize) -> String {
-    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Entries by id (any state).
@@ -320,34 +316,25 @@ pub async fn prepare(r: PrepareRequest) -> Result<J> {
     let mut out: Vec<Prepared> = Vec::new();
     let mut texts = Vec::new();
     for (index, raw) in r.candidates.iter().enumerate() {
-        match validate::validate(raw) {
+        let (candidate, dropped) = match validate::validate(raw) {
             Ok(c) => {
                 texts.push(identity_text(&c.topic, &c.position));
                 texts.push(retrieval_text(&c.topic, &c.position, &c.reasoning));
-                out.push(Prepared {
-                    index,
-                    dropped: None,
-                    candidate: Some(c),
-                    identity: Vec::new(),
-                    retrieval: Vec::new(),
-                    pattern: None,
-                    hint_embedding: Vec::new(),
-                    neighbours: Vec::new(),
-                    stance_by: None,
-                });
+                (Some(c), None)
             }
-            Err(d) => out.push(Prepared {
-                index,
-                dropped: Some(d),
-                candidate: None,
-                identity: Vec::new(),
-                retrieval: Vec::new(),
-                pattern: None,
-                hint_embedding: Vec::new(),
-                neighbours: Vec::new(),
-                stance_by: None,
-            }),
-        }
+            Err(d) => (None, Some(d)),
+        };
+        out.push(Prepared {
+            index,
+            dropped,
+            candidate,
+            identity: Vec::new(),
+            retrieval: Vec::new(),
+            pattern: None,
+            hint_embedding: Vec::new(),
+            neighbours: Vec::new(),
+            stance_by: None,
+        });
     }
     let mut embeddings = embed_many(&texts)?.into_iter();
     let pattern_rows = sql.query("SELECT slug, centroid FROM reasoning_patterns", &[]).await?;

@@ -75,6 +75,40 @@ pub fn new_id() -> String {
     random_hex(16)
 }
 
+/// all-MiniLM-L6-v2 embeddings (384 dimensions) of several texts in one
+/// host call, behind Spin's `generate-embeddings`.
+pub fn embed_many(texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let r = spin_sdk::llm::generate_embeddings(spin_sdk::llm::EmbeddingModel::AllMiniLmL6V2, texts)
+        .map_err(|e| Fail::new("embedding-failed", format!("generate-embeddings: {e:?}")))?;
+    if r.embeddings.len() != texts.len() {
+        return Err(Fail::new("embedding-failed", "generate-embeddings returned the wrong number of embeddings"));
+    }
+    Ok(r.embeddings)
+}
+
+/// One text's embedding.
+pub fn embed(text: &str) -> Result<Vec<f32>> {
+    embed_many(&[text.to_string()])?.pop().ok_or_else(|| Fail::new("embedding-failed", "no embedding returned"))
+}
+
+/// An embedding as a BLOB (little-endian f32s).
+pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A BLOB back into an embedding.
+pub fn bytes_f32(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// `$first, $first+1, …` for an `IN (…)` list of `n` parameters.
+pub fn in_list(first: usize, n: usize) -> String {
+    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
 /// JSON text of a value (for TEXT columns).
 pub fn json_text<T: Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())

@@ -4,7 +4,7 @@
 //! embedding in `search_vectors`, and the embedding's sign bits packed into
 //! `vector_blocks` for the Hamming scan. Candidate generation here; ranking is the caller's.
 
-use crate::{Fail, Result};
+use crate::{Fail, Result, bytes_f32, f32_bytes, in_list};
 use mneme_knowledge::fusion::{self, Block, Mode};
 use mneme_knowledge::rank::cosine;
 use mneme_store::sql::SqlKind;
@@ -12,27 +12,6 @@ use mneme_store::{Row, Sql, Value};
 
 /// Signature length of a 384-dimension embedding, in u64 words.
 const SIG_WORDS: usize = 6;
-
-/// Embeddings of several texts in one host call.
-pub fn embed_many(texts: &[String]) -> Result<Vec<Vec<f32>>> {
-    if texts.is_empty() {
-        return Ok(Vec::new());
-    }
-    let r = spin_sdk::llm::generate_embeddings(spin_sdk::llm::EmbeddingModel::AllMiniLmL6V2, texts)
-        .map_err(|e| Fail::new("embedding-failed", format!("generate-embeddings: {e:?}")))?;
-    if r.embeddings.len() != texts.len() {
-        return Err(Fail::new("embedding-failed", "generate-embeddings returned the wrong number of embeddings"));
-    }
-    Ok(r.embeddings)
-}
-
-pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-pub fn bytes_f32(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-}
 
 /// What an item is indexed by.
 pub struct NewItem<'a> {
@@ -140,10 +119,6 @@ impl Candidates {
     pub fn get(&self, seq: i64) -> Option<&(String, f32)> {
         self.found.get(&seq)
     }
-}
-
-fn in_list(first: usize, n: usize) -> String {
-    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Full-text and vector candidates over `corpora`, fused. Three queries:

@@ -15,10 +15,12 @@ if [ ! -s .spin/secrets.env ]; then
     echo "SPIN_VARIABLE_CRON_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   } > .spin/secrets.env
 fi
-# Added by a later version: appended to an older secrets file.
-if ! grep -q '^SPIN_VARIABLE_INGEST_TOKEN=' .spin/secrets.env; then
-  (umask 077; echo "SPIN_VARIABLE_INGEST_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >> .spin/secrets.env)
-fi
+# Added by later versions: appended to an older secrets file.
+for name in INGEST_TOKEN RX_INGEST_TOKEN; do
+  if ! grep -q "^SPIN_VARIABLE_${name}=" .spin/secrets.env; then
+    (umask 077; echo "SPIN_VARIABLE_${name}=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >> .spin/secrets.env)
+  fi
+done
 set -a; source .spin/secrets.env; set +a
 export MNEME_MODELS_DIR="$MODELS_DIR"
 

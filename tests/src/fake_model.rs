@@ -165,7 +165,8 @@ fn serve(
     );
 }
 
-fn dechunk(mut rest: &str) -> String {
+/// A chunked HTTP/1.1 body, decoded.
+pub fn dechunk(mut rest: &str) -> String {
     let mut out = String::new();
     while let Some((size, tail)) = rest.split_once("\r\n") {
         let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };

@@ -7,6 +7,7 @@
 //! starts it; nothing is skipped.
 
 pub mod fake_model;
+pub mod json_server;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;

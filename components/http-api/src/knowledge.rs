@@ -23,11 +23,11 @@ pub const MAX_QUERY_CHARS: usize = 2_000;
 /// The corpora `/search` covers.
 pub const CORPORA: [&str; 3] = ["knowledge", "document", "episode"];
 
-fn bad(code: &str, message: impl Into<String>) -> ApiError {
+pub(crate) fn bad(code: &str, message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, code, message)
 }
 
-async fn body_json(req: Request, max: usize) -> Result<Value, ApiError> {
+pub(crate) async fn body_json(req: Request, max: usize) -> Result<Value, ApiError> {
     let bytes =
         req.into_body().bytes().await.map_err(|e| bad("invalid-body", format!("the body could not be read: {e:?}")))?;
     if bytes.len() > max {
@@ -52,7 +52,7 @@ fn opt_str(v: &Value, key: &str, max: usize) -> Result<Option<String>, ApiError>
 }
 
 /// Rejects fields the endpoint does not know (a typo must not be ignored).
-fn known_fields(v: &Value, known: &[&str]) -> Result<(), ApiError> {
+pub(crate) fn known_fields(v: &Value, known: &[&str]) -> Result<(), ApiError> {
     match v.as_object().and_then(|o| o.keys().find(|k| !known.contains(&k.as_str()))) {
         Some(k) => Err(bad("invalid", format!("unknown field `{k}`; fields: {}", known.join(", ")))),
         None => Ok(()),
@@ -329,26 +329,23 @@ async fn documents(req: Request) -> Reply {
     }
 }
 
+/// The vault: knowledge entries and the rx artifacts.
 async fn vault() -> Reply {
-    let body = match knowledge::vault("{}".into()).await {
-        Ok(b) => b,
-        Err(e) => return reply(stage_error(e)),
-    };
-    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let files: Vec<(String, String, u64)> = v["files"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|f| {
-                    (
-                        f["path"].as_str().unwrap_or_default().to_string(),
-                        f["content"].as_str().unwrap_or_default().to_string(),
-                        f["mtime_secs"].as_u64().unwrap_or(0),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut files: Vec<(String, String, u64)> = Vec::new();
+    for part in [knowledge::vault("{}".into()).await, crate::mneme::rx::rx::vault("{}".into()).await] {
+        let body = match part {
+            Ok(b) => b,
+            Err(e) => return reply(stage_error(e)),
+        };
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        for f in v["files"].as_array().into_iter().flatten() {
+            files.push((
+                f["path"].as_str().unwrap_or_default().to_string(),
+                f["content"].as_str().unwrap_or_default().to_string(),
+                f["mtime_secs"].as_u64().unwrap_or(0),
+            ));
+        }
+    }
     let entries: Vec<mneme_knowledge::tar::File> = files
         .iter()
         .map(|(p, c, t)| mneme_knowledge::tar::File { path: p, contents: c.as_bytes(), mtime_secs: *t })

@@ -6,7 +6,8 @@
 spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
-        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/entries",
+        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/rx",
+        "../../wit/entries",
     ],
     world: "mneme:entries/http-api",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
@@ -17,6 +18,7 @@ mod chat;
 mod clock;
 mod events;
 mod knowledge;
+mod rx;
 
 use mneme::memory::memory;
 use mneme::store::store;
@@ -64,6 +66,17 @@ async fn handle(req: Request) -> Reply {
         }
         return knowledge::ingest(req).await;
     }
+    // Recs pushed by an external generator carry the rx ingest token, which
+    // can neither read nor change recs.
+    if path == "/v1/rx/recs" && method == Method::POST {
+        let token = spin_sdk::variables::get("rx_ingest_token").await.ok();
+        if let Err(e) =
+            mneme_http::require_header_token(req.headers(), "x-rx-ingest-token", token.as_deref(), "rx_ingest_token")
+        {
+            return err(e);
+        }
+        return rx::ingest(req).await;
+    }
     let key = spin_sdk::variables::get("api_key").await.ok();
     if let Err(e) = require_bearer(req.headers(), key.as_deref(), "api_key") {
         return err(e);
@@ -74,6 +87,9 @@ async fn handle(req: Request) -> Reply {
             Some(r) => r,
             None => err(ApiError::not_found(format!("no endpoint at {path}"))),
         };
+    }
+    if rx::handles(&path) {
+        return rx::route(req, &path, &query).await;
     }
     let allowed = |m: &str| err(ApiError::method_not_allowed(m));
     match path.as_str() {

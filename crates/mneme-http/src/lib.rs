@@ -47,7 +47,9 @@ impl ApiError {
     /// Maps a stage failure (its `code` slug) to the status the caller sees.
     pub fn from_stage(code: &str, message: impl Into<String>) -> Self {
         let status = match code {
-            "conflict" => StatusCode::CONFLICT,
+            "conflict" | "terminal" | "forced-decision" | "door-busy" => StatusCode::CONFLICT,
+            "malformed-artifact" => StatusCode::UNPROCESSABLE_ENTITY,
+            "upstream" | "model-draft-rejected" => StatusCode::BAD_GATEWAY,
             "invalid" | "bad-request" => StatusCode::BAD_REQUEST,
             "not-found" => StatusCode::NOT_FOUND,
             "store-unavailable" | "model-unavailable" => StatusCode::SERVICE_UNAVAILABLE,

@@ -11,6 +11,7 @@ pub mod knowledge;
 pub mod memory;
 pub mod records;
 pub mod router;
+pub mod rx;
 pub mod search;
 pub mod triage;
 pub mod wm;

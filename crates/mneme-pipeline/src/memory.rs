@@ -251,7 +251,7 @@ fn to_store(f: Fail) -> mneme_store::StoreError {
 }
 
 /// Tables the principal's data lives in, in export order.
-pub const TABLES: [&str; 22] = [
+pub const TABLES: [&str; 25] = [
     "user_traits",
     "threads",
     "exchanges",
@@ -274,6 +274,9 @@ pub const TABLES: [&str; 22] = [
     "search_index",
     "search_vectors",
     "vector_blocks",
+    "rx_observations",
+    "rx_recs",
+    "rx_artifacts",
 ];
 /// Key-value prefixes of the principal's memory.
 pub const KV_PREFIXES: [&str; 7] = ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:"];

@@ -1,0 +1,446 @@
+//! Recommendations: doors and observations, `POST /rx/{door}` (the eleven
+//! steps), and the rec store under `/v1/rx/recs`. The stage does the store
+//! side (steps 0.5–5 and 8–10); this module runs step 6 (the vault search,
+//! through the `knowledge` stage) and step 7 (the composing model through
+//! `llm`, or the labelled template), enforcing D-008 and D-011 on the draft.
+
+use crate::knowledge::{bad, body_json, known_fields};
+use crate::mneme::knowledge::knowledge;
+use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::rx::rx;
+use crate::mneme::types::types::StageError;
+use crate::{Reply, clock, err, num, reply, stage_error, stage_json};
+use mneme_http::{ApiError, json};
+use mneme_rx::artifact::{self, Draft, Inputs, Source};
+use mneme_rx::door::{Door, valid_name};
+use mneme_rx::signals::{self, AuxRow, CompositeScore, Signals};
+use serde_json::{Value, json};
+use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
+use std::collections::HashMap;
+use std::time::Instant;
+
+const MAX_BODY: usize = 1024 * 1024;
+const MAX_OBSERVATIONS: usize = 500;
+const COMPOSE_TIMEOUT_MS: u32 = 30_000;
+/// The model gets this many tries at a draft that passes D-008 and D-011.
+const COMPOSE_ATTEMPTS: usize = 2;
+
+fn parse(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or(Value::Null)
+}
+
+fn no_door() -> Reply {
+    err(ApiError::not_found("no such door"))
+}
+
+/// Whether a path is one of this module's (behind the API key).
+pub fn handles(path: &str) -> bool {
+    path == "/rx" || path.starts_with("/rx/") || path == "/v1/rx/recs" || path.starts_with("/v1/rx/recs/")
+}
+
+/// `POST /v1/rx/recs`, after the rx ingest token was checked.
+pub async fn ingest(req: Request) -> Reply {
+    let now = clock::now_ms(req.headers()).await;
+    let v = match body_json(req, MAX_BODY).await {
+        Ok(v) => v,
+        Err(e) => return err(e),
+    };
+    let checked = (|| {
+        known_fields(
+            &v,
+            &[
+                "door",
+                "drift_score",
+                "confidence",
+                "tldr",
+                "body_md",
+                "rx_md_path",
+                "driving_signal",
+                "signals_fired",
+                "source_refs",
+                "drift_breakdown",
+                "confidence_breakdown",
+                "created_at",
+            ],
+        )?;
+        for k in ["door", "tldr", "body_md"] {
+            if v.get(k).and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
+                return Err(bad("invalid", format!("`{k}` is required and must be a non-empty string")));
+            }
+        }
+        if !v.get("drift_score").and_then(Value::as_f64).is_some_and(|d| (0.0..=1.0).contains(&d)) {
+            return Err(bad("invalid", "`drift_score` is a number in [0, 1]"));
+        }
+        if !v.get("confidence").and_then(Value::as_i64).is_some_and(|c| (0..=100).contains(&c)) {
+            return Err(bad("invalid", "`confidence` is an integer from 0 to 100"));
+        }
+        for k in ["rx_md_path", "driving_signal"] {
+            if v.get(k).is_some_and(|x| !x.is_string() && !x.is_null()) {
+                return Err(bad("invalid", format!("`{k}` must be a string")));
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = checked {
+        return err(e);
+    }
+    let mut request = v.clone();
+    if let Some(o) = request.as_object_mut() {
+        o.remove("created_at");
+    }
+    request["now_ms"] = json!(now);
+    match rx::ingest_rec(request.to_string()).await {
+        Ok(body) => reply(json(StatusCode::CREATED, &parse(&body))),
+        Err(e) => reply(stage_error(e)),
+    }
+}
+
+/// Routes under `/rx` and `/v1/rx/recs`.
+pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) -> Reply {
+    let method = req.method().clone();
+    let allowed = |m: &str| err(ApiError::method_not_allowed(m));
+    let now = clock::now_ms(req.headers()).await;
+    if path == "/rx/doors" || path == "/rx" {
+        return match method {
+            Method::GET => reply(stage_json(rx::doors("{}".into()).await)),
+            _ => allowed("GET"),
+        };
+    }
+    if let Some(name) = path.strip_prefix("/rx/doors/") {
+        if !valid_name(name) {
+            return no_door();
+        }
+        if method != Method::PUT {
+            return allowed("PUT");
+        }
+        let config = match body_json(req, MAX_BODY).await {
+            Ok(v) => v,
+            Err(e) => return err(e),
+        };
+        return reply(stage_json(
+            rx::put_door(json!({"name": name, "config": config, "now_ms": now}).to_string()).await,
+        ));
+    }
+    if let Some(rest) = path.strip_prefix("/rx/") {
+        let (name, tail) = rest.split_once('/').map_or((rest, ""), |(n, t)| (n, t));
+        if !valid_name(name) {
+            return no_door();
+        }
+        return match (tail, method) {
+            ("", Method::POST) => run(name, now).await,
+            ("", _) => allowed("POST"),
+            ("observations", Method::POST) => observe(req, name, now).await,
+            ("observations", _) => allowed("POST"),
+            ("artifacts", Method::GET) => {
+                reply(stage_json(rx::artifacts(json!({"door": name, "now_ms": now}).to_string()).await))
+            }
+            ("artifacts", _) => allowed("GET"),
+            _ => err(ApiError::not_found(format!("no endpoint at {path}"))),
+        };
+    }
+    if path == "/v1/rx/recs" {
+        return match method {
+            Method::GET => list(query, now).await,
+            _ => allowed("GET (POST takes the X-RX-Ingest-Token)"),
+        };
+    }
+    let rest = path.strip_prefix("/v1/rx/recs/").unwrap_or_default();
+    let (id, action) = rest.split_once('/').map_or((rest, ""), |(i, a)| (i, a));
+    if let Some(id) = id.strip_suffix(".md")
+        && action.is_empty()
+    {
+        if method != Method::GET {
+            return allowed("GET");
+        }
+        return match rx::rec_markdown(json!({"id": id}).to_string()).await {
+            Ok(body) => spin_sdk::http::Response::builder()
+                .status(200)
+                .header("content-type", "text/markdown; charset=utf-8")
+                .body(parse(&body)["markdown"].as_str().unwrap_or_default().to_string())
+                .expect("static parts")
+                .into_response(),
+            Err(e) => reply(stage_error(e)),
+        };
+    }
+    if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return err(ApiError::not_found(format!("no rec `{id}`")));
+    }
+    match (action, method) {
+        ("", Method::GET) => reply(stage_json(rx::get_rec(json!({"id": id, "now_ms": now}).to_string()).await)),
+        ("", _) => allowed("GET"),
+        ("disposition", Method::POST) => disposition(req, id, now).await,
+        ("snooze", Method::POST) => snooze(req, id, now).await,
+        ("disposition" | "snooze", _) => allowed("POST"),
+        _ => err(ApiError::not_found(format!("no endpoint at {path}"))),
+    }
+}
+
+async fn list(q: &HashMap<String, String>, now: u64) -> Reply {
+    let limit = match num(q, "limit", 50, 1, 200) {
+        Ok(l) => l,
+        Err(e) => return err(e),
+    };
+    let status = q.get("status").filter(|s| !s.is_empty());
+    if let Some(s) = status
+        && mneme_rx::lifecycle::Status::parse(s).is_none()
+    {
+        return err(bad("invalid", "`status` is open, snoozed, acted or dismissed"));
+    }
+    let door = q.get("door").filter(|s| !s.is_empty());
+    if let Some(d) = door
+        && !valid_name(d)
+    {
+        return err(bad("invalid", "`door`: lowercase letters, digits and -"));
+    }
+    reply(stage_json(
+        rx::list_recs(json!({"door": door, "status": status, "limit": limit, "now_ms": now}).to_string()).await,
+    ))
+}
+
+async fn disposition(req: Request, id: &str, now: u64) -> Reply {
+    let v = match body_json(req, 64 * 1024).await {
+        Ok(v) => v,
+        Err(e) => return err(e),
+    };
+    let checked = (|| {
+        known_fields(&v, &["disposition", "subjective_fit_1_5", "outcome_note"])?;
+        let d = v.get("disposition").and_then(Value::as_str).ok_or_else(|| {
+            bad("invalid", "`disposition` is required: acted_as_prescribed, acted_modified, skipped or dismissed")
+        })?;
+        let fit = match v.get("subjective_fit_1_5") {
+            None | Some(Value::Null) => None,
+            Some(f) => {
+                Some(f.as_i64().ok_or_else(|| bad("invalid", "`subjective_fit_1_5` must be an integer from 1 to 5"))?)
+            }
+        };
+        let note = match v.get("outcome_note") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.chars().count() <= 4_000 => Some(s.clone()),
+            Some(_) => return Err(bad("invalid", "`outcome_note` is a string of at most 4000 characters")),
+        };
+        Ok(json!({"id": id, "disposition": d, "subjective_fit_1_5": fit, "outcome_note": note, "now_ms": now}))
+    })();
+    match checked {
+        Ok(r) => reply(stage_json(rx::dispose(r.to_string()).await)),
+        Err(e) => err(e),
+    }
+}
+
+async fn snooze(req: Request, id: &str, now: u64) -> Reply {
+    let v = match body_json(req, 64 * 1024).await {
+        Ok(v) => v,
+        Err(e) => return err(e),
+    };
+    if let Err(e) = known_fields(&v, &["days"]) {
+        return err(e);
+    }
+    let Some(days) = v.get("days").and_then(Value::as_i64) else {
+        return err(bad("invalid", "`days` must be an integer from 1 to 7"));
+    };
+    reply(stage_json(rx::snooze(json!({"id": id, "days": days, "now_ms": now}).to_string()).await))
+}
+
+async fn observe(req: Request, door: &str, now: u64) -> Reply {
+    let v = match body_json(req, MAX_BODY).await {
+        Ok(v) => v,
+        Err(e) => return err(e),
+    };
+    // One observation, or `{observations: [...]}`.
+    let items: Vec<Value> = match v.get("observations") {
+        Some(Value::Array(a)) if v.as_object().is_some_and(|o| o.len() == 1) => a.clone(),
+        Some(_) => return err(bad("invalid", "`observations` is a list, alone in the body")),
+        None => vec![v],
+    };
+    if items.is_empty() || items.len() > MAX_OBSERVATIONS {
+        return err(bad("invalid", format!("send 1 to {MAX_OBSERVATIONS} observations")));
+    }
+    if items.iter().any(|i| !i.is_object()) {
+        return err(bad("invalid", "each observation is a JSON object with a `kind`"));
+    }
+    match rx::observe(json!({"door": door, "items": items, "now_ms": now}).to_string()).await {
+        Ok(body) => reply(json(StatusCode::CREATED, &parse(&body))),
+        Err(e) => reply(stage_error(e)),
+    }
+}
+
+/// `POST /rx/{door}`: the eleven steps.
+async fn run(door_name: &str, now: u64) -> Reply {
+    let started = Instant::now();
+    let begun = match rx::begin(json!({"door": door_name, "now_ms": now}).to_string()).await {
+        Ok(b) => parse(&b),
+        Err(e) => return reply(stage_error(e)),
+    };
+    let mut trace: Vec<Value> = begun["trace"].as_array().cloned().unwrap_or_default();
+    if begun["dedup"] == json!(true) {
+        trace.push(step("11", started, "returned the no-change confirmation"));
+        return reply(json(
+            StatusCode::OK,
+            &json!({"path": begun["path"], "tldr": begun["tldr"], "rec_id": begun["rec_id"],
+                    "status": "no-change", "trace": trace, "took_ms": ms(started)}),
+        ));
+    }
+    let claim = begun["claim"].as_str().unwrap_or_default().to_string();
+    let release = async || {
+        let _ = rx::release(json!({"door": door_name, "claim": claim}).to_string()).await;
+    };
+    let decoded = (|| -> Result<(Door, Signals, Vec<AuxRow>, CompositeScore), String> {
+        Ok((
+            serde_json::from_value(begun["door"].clone()).map_err(|e| e.to_string())?,
+            serde_json::from_value(begun["signals"].clone()).map_err(|e| e.to_string())?,
+            serde_json::from_value(begun["aux"].clone()).map_err(|e| e.to_string())?,
+            serde_json::from_value(begun["composite"].clone()).map_err(|e| e.to_string())?,
+        ))
+    })();
+    let (door, sig, aux, composite) = match decoded {
+        Ok(d) => d,
+        Err(e) => {
+            release().await;
+            return err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("the run's state: {e}")));
+        }
+    };
+    let driving = begun["driving"].as_str().unwrap_or_default().to_string();
+    let fired: Vec<String> = serde_json::from_value(begun["fired"].clone()).unwrap_or_default();
+    let prior: Vec<String> = serde_json::from_value(begun["prior_open_recs"].clone()).unwrap_or_default();
+
+    // Step 6: evidence from the vault search, keyed off the driving signal.
+    let t6 = Instant::now();
+    let query = begun["evidence_query"].as_str().unwrap_or(&driving).to_string();
+    let search =
+        json!({"q": query, "k": artifact::MAX_SOURCES, "mode": "hybrid", "corpora": ["knowledge", "document"]});
+    let (sources, outcome6) = match knowledge::search(search.to_string()).await {
+        Ok(body) => {
+            let sources: Vec<Source> = parse(&body)["results"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|r| serde_json::from_value(r.clone()).ok()).collect())
+                .unwrap_or_default();
+            let n = sources.len();
+            (sources, format!("{n} sources for \"{query}\""))
+        }
+        Err(e) => (Vec::new(), format!("the vault search failed ({}); no sources", e.message)),
+    };
+    trace.push(step("6", t6, outcome6));
+
+    // Step 7: the artifact.
+    let t7 = Instant::now();
+    let (confidence, breakdown) = signals::confidence(&sig, &driving, sources.len());
+    let created_at = mneme_knowledge::entry::timestamp(now);
+    let inputs = Inputs {
+        door: &door,
+        signals: &sig,
+        aux: &aux,
+        composite: &composite,
+        driving: &driving,
+        fired: &fired,
+        sources: &sources,
+        confidence,
+        confidence_breakdown: &breakdown,
+        prior_open_recs: &prior,
+        created_at: &created_at,
+    };
+    let (draft, composer, outcome7) = match compose(&inputs).await {
+        Ok(c) => c,
+        Err(reasons) => {
+            release().await;
+            return err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "model-draft-rejected",
+                format!(
+                    "the model's drafts broke the artifact rules twice, so nothing was stored: {}",
+                    reasons.join(" | ")
+                ),
+            ));
+        }
+    };
+    let markdown = artifact::render(&inputs, &draft, &composer);
+    trace.push(step("7", t7, outcome7));
+
+    let refs: Vec<Value> =
+        sources.iter().map(|s| json!({"corpus": s.corpus, "id": s.id, "title": s.title, "score": s.score})).collect();
+    let finish = json!({
+        "door": door.name, "claim": claim, "now_ms": now, "markdown": markdown, "tldr": draft.tldr,
+        "driving": driving, "drift_score": composite.drift_score, "confidence": confidence, "fired": fired,
+        "source_refs": refs, "drift_breakdown": artifact::frontmatter(&inputs, &composer).into_iter()
+            .find(|(k, _)| *k == "drift_breakdown").map(|(_, v)| v),
+        "confidence_breakdown": breakdown,
+    });
+    let done = match rx::finish(finish.to_string()).await {
+        Ok(d) => parse(&d),
+        Err(e) => return reply(stage_error(e)),
+    };
+    trace.extend(done["trace"].as_array().cloned().unwrap_or_default());
+    trace.push(step("11", started, "returned the path and TL;DR"));
+    reply(json(
+        StatusCode::CREATED,
+        &json!({"path": done["path"], "tldr": done["tldr"], "rec_id": done["rec_id"], "status": done["status"],
+                "composer": composer, "trace": trace, "took_ms": ms(started)}),
+    ))
+}
+
+fn ms(t: Instant) -> f64 {
+    (t.elapsed().as_secs_f64() * 1_000_000.0).round() / 1_000.0
+}
+
+fn step(step: &str, t: Instant, outcome: impl Into<String>) -> Value {
+    let name = match step {
+        "11" => "return",
+        s => mneme_rx::STEPS.iter().find(|x| x.0 == s).map_or("", |x| x.1),
+    };
+    json!({"step": step, "name": name, "took_ms": ms(t), "outcome": outcome.into()})
+}
+
+/// Step 7's narrative: the model, asked again once with the reason when a
+/// draft breaks D-008 or D-011; the labelled template with no model (or
+/// when the model cannot be reached). `Err` lists the rejected drafts'
+/// reasons.
+async fn compose(i: &Inputs<'_>) -> Result<(Draft, String, String), Vec<String>> {
+    let status = llm::status().await;
+    if !status.configured {
+        return Ok((artifact::template(i), artifact::TEMPLATE.into(), "template: no model is configured".into()));
+    }
+    let allowed = artifact::allowed_numbers(i);
+    let mut messages = vec![
+        ChatMessage { role: "system".into(), content: artifact::PROMPT.into() },
+        ChatMessage { role: "user".into(), content: artifact::user_message(i) },
+    ];
+    let mut reasons = Vec::new();
+    for attempt in 1..=COMPOSE_ATTEMPTS {
+        let answer = llm::complete(CompletionRequest {
+            tier: Tier::Primary,
+            messages: messages.clone(),
+            max_tokens: Some(1_500),
+            temperature: Some(0.2),
+            json: true,
+            timeout_ms: COMPOSE_TIMEOUT_MS,
+        })
+        .await;
+        let c = match answer {
+            Ok(c) => c,
+            Err(StageError { code, message }) => {
+                let note = format!("template: the model failed ({code}: {message})");
+                return Ok((artifact::template(i), artifact::TEMPLATE.into(), note));
+            }
+        };
+        let checked = artifact::parse_draft(&c.text).and_then(|d| artifact::check_draft(&d, &allowed).map(|_| d));
+        match checked {
+            Ok(d) => {
+                let note = if attempt == 1 {
+                    format!("drafted by {}", c.model)
+                } else {
+                    format!("drafted by {} on the second try", c.model)
+                };
+                return Ok((d, c.model, note));
+            }
+            Err(reason) => {
+                messages.push(ChatMessage { role: "assistant".into(), content: c.text.clone() });
+                messages.push(ChatMessage {
+                    role: "user".into(),
+                    content: format!(
+                        "The draft was rejected: {reason}. Answer again with the whole JSON object, fixed."
+                    ),
+                });
+                reasons.push(reason);
+            }
+        }
+    }
+    Err(reasons)
+}

@@ -1,0 +1,972 @@
+//! The I/O of the rx stage (`mneme:rx`): doors, observations, the two
+//! store-side halves of a run, and the rec store. The rules are
+//! `mneme-rx`'s; this module reads and writes around them.
+//!
+//! A run of `POST /rx/{door}` is `begin` (the door's lock, then steps
+//! 0.5–5; a dedup writes its confirmation and ends the run here), then the
+//! entry's steps 6–7 (the vault search and the composing model), then
+//! `finish` (steps 8–10, then the lock is released). The lock makes runs on
+//! one door strictly sequential, so two runs never take the same NN and the
+//! second of two runs over one state is absorbed by the first's rec.
+
+use crate::{Fail, Result, Stores, json_text, new_id, random_hex};
+use mneme_knowledge::entry::{format_date, timestamp};
+use mneme_rx::artifact;
+use mneme_rx::door::{Door, SignalSource, Store, valid_name};
+use mneme_rx::lifecycle::{self, Disposition, Status};
+use mneme_rx::signals::{self, Acute, AuxRow, Component, Dedup, Prior, Signals};
+use mneme_store::{Row, Sql, StoreError, Value};
+use serde::Deserialize;
+use serde_json::{Value as J, json};
+use spin_sdk::http::body::IncomingBodyExt;
+use std::time::{Duration, Instant};
+
+/// A run holds its door this long at most (a crashed run frees it then).
+pub const LOCK_LEASE_MS: i64 = 60_000;
+/// A run waits this long for a busy door before answering 409.
+pub const LOCK_WAIT_MS: u64 = 15_000;
+/// Outbound calls (signal sources, external stores) give up after this.
+pub const HTTP_TIMEOUT_MS: u64 = 5_000;
+/// Reconcile looks at artifacts this recent.
+pub const RECONCILE_WINDOW_MS: i64 = 60 * lifecycle::DAY_MS;
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn day(ms: i64) -> String {
+    format_date(ms.div_euclid(lifecycle::DAY_MS))
+}
+
+/// One step of the trace.
+#[derive(Default)]
+pub struct Trace(Vec<J>);
+
+impl Trace {
+    pub fn push(&mut self, step: &str, started: Instant, outcome: impl Into<String>) {
+        let name = mneme_rx::STEPS.iter().find(|s| s.0 == step).map_or("", |s| s.1);
+        let took_ms = (started.elapsed().as_secs_f64() * 1_000.0 * 1_000.0).round() / 1_000.0;
+        self.0.push(json!({"step": step, "name": name, "took_ms": took_ms, "outcome": outcome.into()}));
+    }
+}
+
+// ---------------------------------------------------------------- doors
+
+async fn load_door(sql: &Sql, name: &str) -> Result<Door> {
+    if !valid_name(name) {
+        return Err(Fail::new("not-found", "no such door"));
+    }
+    let rows = sql.query("SELECT config FROM rx_doors WHERE name = $1", &[name.into()]).await?;
+    let Some(row) = rows.first() else {
+        return Err(Fail::new("not-found", format!("no door `{name}` is configured")));
+    };
+    let config: J = serde_json::from_str(&row.text("config")?).map_err(|e| Fail::new("internal", e.to_string()))?;
+    Door::parse(name, &config).map_err(|e| Fail::new("config", format!("door `{name}`: {e}")))
+}
+
+/// `{}` → `{doors: [config…]}`.
+pub async fn doors(_: J) -> Result<J> {
+    let stores = Stores::open().await?;
+    let rows = stores.sql.query("SELECT config FROM rx_doors ORDER BY name", &[]).await?;
+    let doors: Vec<J> =
+        rows.iter().filter_map(|r| r.text("config").ok()).filter_map(|c| serde_json::from_str(&c).ok()).collect();
+    Ok(json!({"doors": doors}))
+}
+
+#[derive(Deserialize)]
+pub struct PutDoor {
+    pub name: String,
+    pub config: J,
+    pub now_ms: i64,
+}
+
+/// Adds or replaces a door. A SQL source must already answer with the
+/// signal columns; the door's weights are what its views report.
+pub async fn put_door(r: PutDoor) -> Result<J> {
+    let door = Door::parse(&r.name, &r.config).map_err(Fail::invalid)?;
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    if let SignalSource::Sql { view, acute_view } = &door.signals {
+        sql.query(&format!("SELECT component, raw, normalised, weight, contribution FROM {view} WHERE 1 = 0"), &[])
+            .await
+            .map_err(|e| {
+                Fail::invalid(format!("view `{view}` does not answer with the signal columns: {}", e.message))
+            })?;
+        if let Some(a) = acute_view {
+            sql.query(&format!("SELECT name, at_ms FROM {a} WHERE 1 = 0"), &[])
+                .await
+                .map_err(|e| Fail::invalid(format!("view `{a}` does not answer with (name, at_ms): {}", e.message)))?;
+        }
+    }
+    for a in &door.auxiliary {
+        sql.query(&format!("SELECT name, raw, normalised FROM {} WHERE 1 = 0", a.view), &[]).await.map_err(|e| {
+            Fail::invalid(format!("view `{}` does not answer with (name, raw, normalised): {}", a.view, e.message))
+        })?;
+    }
+    let config = serde_json::to_string(&door).map_err(|e| Fail::new("internal", e.to_string()))?;
+    sql.transaction(async |sql: &Sql| {
+        sql.execute(
+            "INSERT INTO rx_doors (name, config, updated_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_ms = excluded.updated_ms",
+            &[door.name.as_str().into(), config.as_str().into(), r.now_ms.into()],
+        )
+        .await?;
+        sql.execute("DELETE FROM rx_weights WHERE door = $1", &[door.name.as_str().into()]).await?;
+        for c in &door.components {
+            sql.execute(
+                "INSERT INTO rx_weights (door, component, weight) VALUES ($1, $2, $3)",
+                &[door.name.as_str().into(), c.name.as_str().into(), c.weight.into()],
+            )
+            .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(serde_json::to_value(&door).unwrap_or(J::Null))
+}
+
+#[derive(Deserialize)]
+pub struct Observe {
+    pub door: String,
+    pub items: Vec<serde_json::Map<String, J>>,
+    pub now_ms: i64,
+}
+
+/// Records observations, all or none.
+pub async fn observe(r: Observe) -> Result<J> {
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    let door = load_door(sql, &r.door).await?;
+    let mut rows = Vec::new();
+    for (i, item) in r.items.iter().enumerate() {
+        let at = |e: String| Fail::invalid(if r.items.len() > 1 { format!("observation {i}: {e}") } else { e });
+        let Some(kind) = item.get("kind").and_then(J::as_str) else {
+            return Err(at("`kind` is required".into()));
+        };
+        let (data, key) = door.observation(kind, item).map_err(at)?;
+        let at_ms = match item.get("at") {
+            None | Some(J::Null) => r.now_ms,
+            Some(J::Number(n)) if n.as_i64().is_some_and(|v| v > 0) => n.as_i64().unwrap_or(r.now_ms),
+            Some(J::String(s)) => {
+                instant(s).ok_or_else(|| at(format!("`at` `{s}` is not a date or an RFC 3339 time")))?
+            }
+            Some(_) => return Err(at("`at` is epoch milliseconds or an RFC 3339 time".into())),
+        };
+        rows.push((format!("ob-{}", random_hex(8)), kind.to_string(), key, at_ms, json_text(&data)));
+    }
+    sql.transaction(async |sql: &Sql| {
+        for (id, kind, key, at_ms, data) in &rows {
+            sql.execute(
+                "INSERT INTO rx_observations (id, door, kind, key, at_ms, data, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    id.as_str().into(),
+                    door.name.as_str().into(),
+                    kind.as_str().into(),
+                    key.clone().map_or(Value::Null, Value::from),
+                    (*at_ms).into(),
+                    data.as_str().into(),
+                    r.now_ms.into(),
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    let ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
+    Ok(json!({"door": door.name, "ids": ids}))
+}
+
+/// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.fff]Z` as epoch milliseconds.
+fn instant(s: &str) -> Option<i64> {
+    let days = mneme_knowledge::entry::parse_date(s)?;
+    let mut ms = days * lifecycle::DAY_MS;
+    if s.len() > 10 {
+        let t = s.get(11..)?.trim_end_matches('Z');
+        let t = t.split('.').next()?;
+        let parts: Vec<i64> = t.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+        let [h, m, sec] = parts[..] else { return None };
+        if !(0..24).contains(&h) || !(0..60).contains(&m) || !(0..60).contains(&sec) {
+            return None;
+        }
+        ms += (h * 3600 + m * 60 + sec) * 1000;
+    }
+    Some(ms)
+}
+
+// ---------------------------------------------------------------- the run
+
+async fn acquire(sql: &Sql, door: &str) -> Result<String> {
+    let claim = random_hex(8);
+    let started = Instant::now();
+    loop {
+        let now = wall_ms();
+        sql.execute(
+            "INSERT INTO rx_locks (door, claim, until_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (door) DO UPDATE SET claim = excluded.claim, until_ms = excluded.until_ms
+             WHERE rx_locks.until_ms < $4",
+            &[door.into(), claim.as_str().into(), (now + LOCK_LEASE_MS).into(), now.into()],
+        )
+        .await?;
+        let rows = sql.query("SELECT claim FROM rx_locks WHERE door = $1", &[door.into()]).await?;
+        if rows.first().and_then(|r| r.text("claim").ok()).as_deref() == Some(claim.as_str()) {
+            return Ok(claim);
+        }
+        if started.elapsed() > Duration::from_millis(LOCK_WAIT_MS) {
+            return Err(Fail::new("door-busy", format!("door `{door}` is busy with another run; try again")));
+        }
+        spin_sdk::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn release_lock(sql: &Sql, door: &str, claim: &str) -> Result<()> {
+    sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.into(), claim.into()]).await?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+pub struct Release {
+    pub door: String,
+    pub claim: String,
+}
+
+/// Frees a door after a run that failed between `begin` and `finish`.
+pub async fn release(r: Release) -> Result<J> {
+    let stores = Stores::open().await?;
+    release_lock(&stores.sql, &r.door, &r.claim).await?;
+    Ok(json!({"released": true}))
+}
+
+/// A GET or POST with a JSON answer, bounded by [`HTTP_TIMEOUT_MS`].
+async fn http_json(method: &str, url: &str, headers: &[(&str, String)], body: Option<String>) -> Result<(u16, J)> {
+    use futures::future::{Either, select};
+    let mut b = spin_sdk::http::Request::builder().method(method).uri(url).header("accept", "application/json");
+    for (k, v) in headers {
+        b = b.header(*k, v.as_str());
+    }
+    let req = match body {
+        Some(body) => b.header("content-type", "application/json").body(body),
+        None => b.body(String::new()),
+    }
+    .map_err(|e| Fail::new("upstream", format!("{url}: {e}")))?;
+    let timeout = Box::pin(spin_sdk::time::sleep(Duration::from_millis(HTTP_TIMEOUT_MS)));
+    let resp = match select(Box::pin(spin_sdk::http::send(req)), timeout).await {
+        Either::Left((r, _)) => r.map_err(|e| Fail::new("upstream", format!("{url}: {e:?}")))?,
+        Either::Right(_) => return Err(Fail::new("upstream", format!("{url}: no answer within {HTTP_TIMEOUT_MS} ms"))),
+    };
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().bytes().await.map_err(|e| Fail::new("upstream", format!("{url}: {e:?}")))?;
+    let v = serde_json::from_slice(&bytes).unwrap_or(J::Null);
+    Ok((status, v))
+}
+
+async fn read_signals(sql: &Sql, door: &Door) -> Result<Signals> {
+    let s = match &door.signals {
+        SignalSource::Sql { view, acute_view } => {
+            let rows =
+                sql.query(&format!("SELECT component, raw, normalised, weight, contribution FROM {view}"), &[]).await?;
+            let components = rows
+                .iter()
+                .map(|r| {
+                    Ok(Component {
+                        component: r.text("component")?,
+                        raw: match r.value("raw")? {
+                            Value::Null => None,
+                            _ => Some(r.f64("raw")?),
+                        },
+                        normalised: r.f64("normalised")?,
+                        weight: r.f64("weight")?,
+                        contribution: r.f64("contribution")?,
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, StoreError>>()?;
+            let acute = match acute_view {
+                Some(a) => sql
+                    .query(&format!("SELECT name, at_ms FROM {a}"), &[])
+                    .await?
+                    .iter()
+                    .map(|r| Ok(Acute { name: r.text("name")?, at_ms: r.i64("at_ms")? }))
+                    .collect::<std::result::Result<Vec<_>, StoreError>>()?,
+                None => Vec::new(),
+            };
+            Signals { components, acute, facts: J::Null }
+        }
+        SignalSource::Http { url } => {
+            let (status, v) = http_json("GET", url, &[], None).await?;
+            if status != 200 {
+                return Err(Fail::new("upstream", format!("the signal source answered {status}")));
+            }
+            serde_json::from_value(v).map_err(|e| Fail::new("upstream", format!("the signal source's answer: {e}")))?
+        }
+    };
+    signals::check(door, &s).map_err(|e| Fail::new("upstream", e))?;
+    let mut s = s;
+    // The configured order, so tables and ties read the same every run.
+    s.components.sort_by_key(|c| door.components.iter().position(|d| d.name == c.component));
+    Ok(s)
+}
+
+async fn read_aux(sql: &Sql, door: &Door) -> Result<Vec<AuxRow>> {
+    let mut out = Vec::new();
+    for a in &door.auxiliary {
+        for r in sql.query(&format!("SELECT name, raw, normalised FROM {}", a.view), &[]).await? {
+            out.push(AuxRow {
+                name: r.text("name")?,
+                raw: match r.value("raw")? {
+                    Value::Null => None,
+                    _ => Some(r.f64("raw")?),
+                },
+                normalised: r.f64("normalised")?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Step 0.5: snoozed recs whose time is up are open again (D-032).
+async fn revive(sql: &Sql, door: &Door, now: i64) -> Result<String> {
+    if door.store != Store::Local {
+        return Ok(format!("skipped: the {} store keeps its own states", door.store.kind()));
+    }
+    let n = sql
+        .execute(
+            "UPDATE rx_recs SET status = 'open', revived_ms = $1, updated_ms = $1
+             WHERE door = $2 AND status = 'snoozed' AND snoozed_until_ms <= $1",
+            &[now.into(), door.name.as_str().into()],
+        )
+        .await?;
+    Ok(format!("{n} revived"))
+}
+
+/// Step 0.7: the store's status written into each artifact's frontmatter.
+async fn reconcile(sql: &Sql, door: &Door, now: i64) -> Result<String> {
+    let rows = sql
+        .query(
+            "SELECT path, rec_id, status, markdown FROM rx_artifacts
+             WHERE door = $1 AND kind = 'rec' AND rec_id IS NOT NULL AND created_ms > $2",
+            &[door.name.as_str().into(), (now - RECONCILE_WINDOW_MS).into()],
+        )
+        .await?;
+    let mut patched = 0;
+    let mut unreachable = 0;
+    for r in &rows {
+        let (path, id, status) = (r.text("path")?, r.text("rec_id")?, r.text("status")?);
+        let store_status = match &door.store {
+            Store::Local => {
+                let s = sql.query("SELECT status FROM rx_recs WHERE id = $1", &[id.as_str().into()]).await?;
+                s.first().map(|s| s.text("status")).transpose()?
+            }
+            Store::Http { url } => {
+                if Status::parse(&status).is_some_and(Status::terminal) {
+                    continue;
+                }
+                let key = mneme_store::variable("rx_store_api_key").await?.unwrap_or_default();
+                match http_json(
+                    "GET",
+                    &format!("{}/v1/rx/recs/{id}", url.trim_end_matches('/')),
+                    &[("authorization", format!("Bearer {key}"))],
+                    None,
+                )
+                .await
+                {
+                    Ok((200, v)) => v["status"].as_str().map(String::from),
+                    _ => {
+                        unreachable += 1;
+                        None
+                    }
+                }
+            }
+            Store::Markdown => None,
+        };
+        if let Some(s) = store_status.filter(|s| *s != status) {
+            let md = artifact::patch_frontmatter(&r.text("markdown")?, "status", &json!(s));
+            sql.execute(
+                "UPDATE rx_artifacts SET status = $1, markdown = $2, updated_ms = $3 WHERE path = $4",
+                &[s.as_str().into(), md.into(), now.into(), path.into()],
+            )
+            .await?;
+            patched += 1;
+        }
+    }
+    let mut outcome = format!("{patched} of {} artifacts patched", rows.len());
+    if unreachable > 0 {
+        outcome.push_str(&format!("; {unreachable} not reachable in the external store"));
+    }
+    Ok(outcome)
+}
+
+#[derive(Deserialize)]
+pub struct Begin {
+    pub door: String,
+    pub now_ms: i64,
+}
+
+/// Steps 0.5–5 under the door's lock. A dedup ends the run here (the lock
+/// is released); otherwise the answer carries the claim `finish` needs.
+pub async fn begin(r: Begin) -> Result<J> {
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    let door = load_door(sql, &r.door).await?;
+    let claim = acquire(sql, &door.name).await?;
+    let out = run_to_dedup(sql, &door, &claim, r.now_ms).await;
+    let release = match &out {
+        Ok(v) => v["dedup"] == json!(true),
+        Err(_) => true,
+    };
+    if release {
+        release_lock(sql, &door.name, &claim).await?;
+    }
+    out
+}
+
+async fn run_to_dedup(sql: &Sql, door: &Door, claim: &str, now: i64) -> Result<J> {
+    let mut trace = Trace::default();
+    let t = Instant::now();
+    let revived = revive(sql, door, now).await?;
+    trace.push("0.5", t, revived);
+    let t = Instant::now();
+    let reconciled = reconcile(sql, door, now).await?;
+    trace.push("0.7", t, reconciled);
+    let t = Instant::now();
+    let s = read_signals(sql, door).await?;
+    trace.push("1", t, format!("{} components, {} acute events", s.components.len(), s.acute.len()));
+    let t = Instant::now();
+    let aux = read_aux(sql, door).await?;
+    trace.push("2", t, format!("{} auxiliary rows", aux.len()));
+    let t = Instant::now();
+    let c = signals::composite(door, &s, &aux).map_err(|e| Fail::new("upstream", e))?;
+    trace.push("3", t, format!("drift {}", artifact::num(c.drift_score)));
+    let t = Instant::now();
+    let driving = signals::driving(door, &s);
+    let priors = open_priors(sql, door).await?;
+    let decision = signals::dedup(&priors, &driving, c.drift_score, &s.acute, now);
+    if let Dedup::Same(prior) = decision {
+        let created_at = timestamp(now as u64);
+        let (tldr, md) = artifact::confirmation(door, &prior, c.drift_score, &driving, &created_at);
+        let path = sql
+            .transaction(async |sql: &Sql| {
+                let d = day(now);
+                let nn = next_nn(sql, &door.name, "no-change", &d).await?;
+                let path = artifact::confirmation_path(&door.title, &d, nn);
+                sql.execute(
+                    "INSERT INTO rx_artifacts (path, door, kind, day, nn, rec_id, status, driving_signal, drift_score, tldr, markdown, created_ms, updated_ms)
+                     VALUES ($1, $2, 'no-change', $3, $4, $5, 'no-change', $6, $7, $8, $9, $10, $10)",
+                    &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), prior.id.as_str().into(),
+                      driving.as_str().into(), c.drift_score.into(), tldr.as_str().into(), md.as_str().into(), now.into()],
+                )
+                .await?;
+                Ok(path)
+            })
+            .await?;
+        trace.push("4", t, format!("no change: absorbed by {}; confirmation {path}", prior.id));
+        return Ok(
+            json!({"dedup": true, "path": path, "tldr": tldr, "rec_id": prior.id, "status": "no-change", "trace": trace.0}),
+        );
+    }
+    let Dedup::New(why) = decision else { unreachable!() };
+    trace.push("4", t, format!("new rec: {why}"));
+    let t = Instant::now();
+    let fired = signals::fired(door, &s);
+    trace.push("5", t, driving.clone());
+    let evidence_query = door
+        .component(&driving)
+        .and_then(|c| c.evidence_query.clone())
+        .unwrap_or_else(|| format!("{} {}", door.name, driving.replace('_', " ")));
+    Ok(json!({
+        "dedup": false, "claim": claim, "door": door, "signals": s, "aux": aux, "composite": c,
+        "driving": driving, "fired": fired, "prior_open_recs": priors.iter().map(|p| &p.id).collect::<Vec<_>>(),
+        "evidence_query": evidence_query, "trace": trace.0,
+    }))
+}
+
+/// The door's open recs, newest first, as their artifacts record them
+/// (reconciled a moment ago, so the store's word).
+async fn open_priors(sql: &Sql, door: &Door) -> Result<Vec<Prior>> {
+    let rows = sql
+        .query(
+            "SELECT path, rec_id, created_ms, driving_signal, drift_score FROM rx_artifacts
+             WHERE door = $1 AND kind = 'rec' AND status = 'open' ORDER BY created_ms DESC, nn DESC",
+            &[door.name.as_str().into()],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Prior {
+                id: r.opt_text("rec_id")?.unwrap_or_else(|| stem(&r.text("path").unwrap_or_default())),
+                created_ms: r.i64("created_ms")?,
+                driving_signal: r.opt_text("driving_signal")?.unwrap_or_default(),
+                drift_score: r.f64("drift_score")?,
+            })
+        })
+        .collect()
+}
+
+fn stem(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).trim_end_matches(".md").to_string()
+}
+
+async fn next_nn(sql: &Sql, door: &str, kind: &str, day: &str) -> std::result::Result<i64, StoreError> {
+    let rows = sql
+        .query(
+            "SELECT COALESCE(MAX(nn), 0) AS n FROM rx_artifacts WHERE door = $1 AND kind = $2 AND day = $3",
+            &[door.into(), kind.into(), day.into()],
+        )
+        .await?;
+    Ok(rows.first().map_or(Ok(0), |r| r.i64("n"))? + 1)
+}
+
+#[derive(Deserialize)]
+pub struct Finish {
+    pub door: String,
+    pub claim: String,
+    pub now_ms: i64,
+    pub markdown: String,
+    pub tldr: String,
+    pub driving: String,
+    pub drift_score: f64,
+    pub confidence: i64,
+    pub fired: J,
+    pub source_refs: J,
+    pub drift_breakdown: J,
+    pub confidence_breakdown: J,
+}
+
+/// Steps 8–10, then the door is free again.
+pub async fn finish(r: Finish) -> Result<J> {
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    let out = finish_run(sql, &r).await;
+    release_lock(sql, &r.door, &r.claim).await?;
+    out
+}
+
+async fn finish_run(sql: &Sql, r: &Finish) -> Result<J> {
+    let door = load_door(sql, &r.door).await?;
+    // D-008 holds at the store's door too: nothing without a counter-thesis.
+    artifact::check_counter_thesis(&r.markdown).map_err(|e| Fail::new("malformed-artifact", e))?;
+    let mut trace = Trace::default();
+    let now = r.now_ms;
+    let d = day(now);
+    let rec_id = new_id();
+    let t8 = Instant::now();
+    // Step 8, and for the local store 9 and 10, in one transaction.
+    let (path, md) = sql
+        .transaction(async |sql: &Sql| {
+            let held = sql
+                .query("SELECT 1 AS held FROM rx_locks WHERE door = $1 AND claim = $2", &[door.name.as_str().into(), r.claim.as_str().into()])
+                .await?;
+            if held.is_empty() {
+                return Err(StoreError::new("conflict", "the run lost its door lock (it took longer than the lease)"));
+            }
+            let nn = next_nn(sql, &door.name, "rec", &d).await?;
+            let path = artifact::path(&door.title, &d, nn);
+            let mut md = artifact::patch_frontmatter(&r.markdown, "status", &json!("open"));
+            if door.store == Store::Markdown {
+                md = artifact::patch_frontmatter(&md, "id", &json!(stem(&path)));
+            }
+            sql.execute(
+                "INSERT INTO rx_artifacts (path, door, kind, day, nn, rec_id, status, driving_signal, drift_score, tldr, markdown, created_ms, updated_ms)
+                 VALUES ($1, $2, 'rec', $3, $4, NULL, 'open', $5, $6, $7, $8, $9, $9)",
+                &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), r.driving.as_str().into(),
+                  r.drift_score.into(), r.tldr.as_str().into(), md.as_str().into(), now.into()],
+            )
+            .await?;
+            if door.store == Store::Local {
+                let patched = artifact::patch_frontmatter(&md, "id", &json!(rec_id));
+                insert_rec(sql, &rec_id, &door.name, r, &patched, &path, "pipeline").await?;
+                sql.execute(
+                    "UPDATE rx_artifacts SET rec_id = $1, markdown = $2 WHERE path = $3",
+                    &[rec_id.as_str().into(), patched.as_str().into(), path.as_str().into()],
+                )
+                .await?;
+                return Ok((path, patched));
+            }
+            Ok((path, md))
+        })
+        .await?;
+    trace.push("8", t8, path.clone());
+    let t9 = Instant::now();
+    let id = match &door.store {
+        Store::Local => {
+            trace.push("9", t9, format!("rx_recs {rec_id} (same transaction as step 8)"));
+            trace.push("10", Instant::now(), format!("id {rec_id} (same transaction as step 8)"));
+            Some(rec_id)
+        }
+        Store::Markdown => {
+            trace.push("9", t9, "skipped: the markdown is this door's only store");
+            trace.push("10", Instant::now(), "skipped: no store id");
+            None
+        }
+        Store::Http { url } => {
+            let token = mneme_store::variable("rx_store_token").await?.unwrap_or_default();
+            let body = json!({
+                "door": door.name, "drift_score": r.drift_score, "confidence": r.confidence, "tldr": r.tldr,
+                "body_md": md, "rx_md_path": path, "driving_signal": r.driving, "signals_fired": r.fired,
+                "source_refs": r.source_refs, "drift_breakdown": r.drift_breakdown,
+                "confidence_breakdown": r.confidence_breakdown, "created_at": timestamp(now as u64),
+            });
+            let sent = http_json(
+                "POST",
+                &format!("{}/v1/rx/recs", url.trim_end_matches('/')),
+                &[("x-rx-ingest-token", token)],
+                Some(body.to_string()),
+            )
+            .await;
+            let remote_id = match sent {
+                Ok((201 | 200, v)) => v["id"].as_str().map(String::from),
+                Ok((status, v)) => {
+                    trace.push(
+                        "9",
+                        t9,
+                        format!(
+                            "the external store refused: {status} {}",
+                            v["error"]["message"].as_str().unwrap_or("")
+                        ),
+                    );
+                    None
+                }
+                Err(e) => {
+                    trace.push("9", t9, format!("the external store failed: {}", e.message));
+                    None
+                }
+            };
+            let Some(remote_id) = remote_id else {
+                return Err(Fail::new(
+                    "upstream",
+                    format!(
+                        "the artifact {path} was written but the external rec store did not take it; it stays in the vault without a store id"
+                    ),
+                ));
+            };
+            trace.push("9", t9, format!("external store id {remote_id}"));
+            let t10 = Instant::now();
+            let patched = artifact::patch_frontmatter(&md, "id", &json!(remote_id));
+            sql.execute(
+                "UPDATE rx_artifacts SET rec_id = $1, markdown = $2, updated_ms = $3 WHERE path = $4",
+                &[remote_id.as_str().into(), patched.into(), now.into(), path.as_str().into()],
+            )
+            .await?;
+            trace.push("10", t10, format!("id {remote_id}"));
+            Some(remote_id)
+        }
+    };
+    Ok(json!({"path": path, "tldr": r.tldr, "rec_id": id, "status": "open", "trace": trace.0}))
+}
+
+async fn insert_rec(
+    sql: &Sql,
+    id: &str,
+    door: &str,
+    r: &Finish,
+    body: &str,
+    path: &str,
+    origin: &str,
+) -> std::result::Result<(), StoreError> {
+    sql.execute(
+        "INSERT INTO rx_recs (id, door, status, drift_score, confidence, driving_signal, tldr, body_md, rx_md_path,
+            signals_fired, source_refs, drift_breakdown, confidence_breakdown, origin, created_ms, updated_ms, snooze_count)
+         VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, 0)",
+        &[
+            id.into(),
+            door.into(),
+            r.drift_score.into(),
+            r.confidence.into(),
+            r.driving.as_str().into(),
+            r.tldr.as_str().into(),
+            body.into(),
+            path.into(),
+            json_text(&r.fired).into(),
+            json_text(&r.source_refs).into(),
+            json_text(&r.drift_breakdown).into(),
+            json_text(&r.confidence_breakdown).into(),
+            origin.into(),
+            r.now_ms.into(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- the rec store
+
+const REC_COLUMNS: &str = "id, door, status, drift_score, confidence, driving_signal, tldr, rx_md_path, signals_fired, \
+    source_refs, drift_breakdown, confidence_breakdown, origin, created_ms, updated_ms, acted_disposition, acted_ms, \
+    subjective_fit_1_5, outcome_note, snoozed_until_ms, snooze_count, revived_ms";
+
+fn rec_json(r: &Row, now: i64) -> std::result::Result<J, StoreError> {
+    let status = Status::parse(&r.text("status")?)
+        .ok_or_else(|| StoreError::new("internal", "a stored rec has an invalid status"))?;
+    let created = r.i64("created_ms")?;
+    let until = r.opt_i64("snoozed_until_ms")?;
+    let count = r.i64("snooze_count")?;
+    let id = r.text("id")?;
+    let js =
+        |c: &str| -> std::result::Result<J, StoreError> { Ok(serde_json::from_str(&r.text(c)?).unwrap_or(J::Null)) };
+    let ts = |ms: Option<i64>| ms.map(|m| timestamp(m as u64));
+    Ok(json!({
+        "id": id, "short_id": id.chars().take(8).collect::<String>(), "door": r.text("door")?,
+        "status": status.as_str(), "drift_score": r.f64("drift_score")?, "confidence": r.i64("confidence")?,
+        "driving_signal": r.opt_text("driving_signal")?, "tldr": r.text("tldr")?, "rx_md_path": r.opt_text("rx_md_path")?,
+        "signals_fired": js("signals_fired")?, "source_refs": js("source_refs")?, "drift_breakdown": js("drift_breakdown")?,
+        "confidence_breakdown": js("confidence_breakdown")?, "origin": r.text("origin")?,
+        "created_at": timestamp(created as u64), "updated_at": timestamp(r.i64("updated_ms")? as u64),
+        "acted_disposition": r.opt_text("acted_disposition")?, "acted_at": ts(r.opt_i64("acted_ms")?),
+        "subjective_fit_1_5": r.opt_i64("subjective_fit_1_5")?, "outcome_note": r.opt_text("outcome_note")?,
+        "snoozed_until": ts(until), "snooze_count": count,
+        "flags": lifecycle::flags(status, count, created, until, r.opt_i64("revived_ms")?, now),
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct ListRecs {
+    pub door: Option<String>,
+    pub status: Option<String>,
+    pub limit: i64,
+    pub now_ms: i64,
+}
+
+/// Recs ordered open, snoozed, acted, dismissed; newest first in each.
+pub async fn list_recs(r: ListRecs) -> Result<J> {
+    let stores = Stores::open().await?;
+    let rows = stores
+        .sql
+        .query(
+            &format!(
+                "SELECT {REC_COLUMNS} FROM rx_recs WHERE ($1 = '' OR door = $1) AND ($2 = '' OR status = $2)
+                 ORDER BY CASE status WHEN 'open' THEN 0 WHEN 'snoozed' THEN 1 WHEN 'acted' THEN 2 ELSE 3 END, created_ms DESC, id
+                 LIMIT $3"
+            ),
+            &[r.door.unwrap_or_default().into(), r.status.unwrap_or_default().into(), r.limit.into()],
+        )
+        .await?;
+    let recs = rows.iter().map(|row| rec_json(row, r.now_ms)).collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(json!({"recs": recs}))
+}
+
+#[derive(Deserialize)]
+pub struct RecId {
+    pub id: String,
+    #[serde(default)]
+    pub now_ms: i64,
+}
+
+async fn rec_row(sql: &Sql, id: &str) -> Result<Row> {
+    let rows = sql.query(&format!("SELECT {REC_COLUMNS}, body_md FROM rx_recs WHERE id = $1"), &[id.into()]).await?;
+    rows.into_iter().next().ok_or_else(|| Fail::new("not-found", format!("no rec `{id}`")))
+}
+
+/// One rec, with its markdown body.
+pub async fn get_rec(r: RecId) -> Result<J> {
+    let stores = Stores::open().await?;
+    let row = rec_row(&stores.sql, &r.id).await?;
+    let mut v = rec_json(&row, r.now_ms)?;
+    v["body_md"] = json!(row.text("body_md")?);
+    Ok(v)
+}
+
+/// A rec's artifact as the vault holds it (its frontmatter reconciled at
+/// the door's last run), or the pushed body of a rec with no artifact.
+pub async fn rec_markdown(r: RecId) -> Result<J> {
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    let a = sql
+        .query("SELECT path, markdown FROM rx_artifacts WHERE rec_id = $1 AND kind = 'rec'", &[r.id.as_str().into()])
+        .await?;
+    if let Some(a) = a.first() {
+        return Ok(json!({"path": a.text("path")?, "markdown": a.text("markdown")?}));
+    }
+    let row = rec_row(sql, &r.id).await?;
+    Ok(json!({"path": row.opt_text("rx_md_path")?, "markdown": row.text("body_md")?}))
+}
+
+#[derive(Deserialize)]
+pub struct IngestRec {
+    pub door: String,
+    pub drift_score: f64,
+    pub confidence: i64,
+    pub tldr: String,
+    pub body_md: String,
+    pub rx_md_path: Option<String>,
+    pub driving_signal: Option<String>,
+    #[serde(default)]
+    pub signals_fired: J,
+    #[serde(default)]
+    pub source_refs: J,
+    #[serde(default)]
+    pub drift_breakdown: J,
+    #[serde(default)]
+    pub confidence_breakdown: J,
+    pub now_ms: i64,
+}
+
+/// `POST /v1/rx/recs`: a rec from an external generator (or another
+/// Mneme whose door stores here). D-008 is checked on its body.
+pub async fn ingest_rec(r: IngestRec) -> Result<J> {
+    if !valid_name(&r.door) {
+        return Err(Fail::invalid("`door`: lowercase letters, digits and -"));
+    }
+    if !(0.0..=1.0).contains(&r.drift_score) || !(0..=100).contains(&r.confidence) {
+        return Err(Fail::invalid("`drift_score` is in [0, 1] and `confidence` in 0–100"));
+    }
+    artifact::check_counter_thesis(&r.body_md).map_err(|e| Fail::new("malformed-artifact", e))?;
+    let stores = Stores::open().await?;
+    let id = new_id();
+    let f = Finish {
+        door: r.door.clone(),
+        claim: String::new(),
+        now_ms: r.now_ms,
+        markdown: String::new(),
+        tldr: r.tldr.clone(),
+        driving: r.driving_signal.clone().unwrap_or_default(),
+        drift_score: r.drift_score,
+        confidence: r.confidence,
+        fired: r.signals_fired,
+        source_refs: r.source_refs,
+        drift_breakdown: r.drift_breakdown,
+        confidence_breakdown: r.confidence_breakdown,
+    };
+    insert_rec(&stores.sql, &id, &r.door, &f, &r.body_md, r.rx_md_path.as_deref().unwrap_or(""), "ingest").await?;
+    Ok(json!({"id": id}))
+}
+
+fn refused(e: lifecycle::Refused) -> Fail {
+    match e {
+        lifecycle::Refused::Invalid(m) => Fail::invalid(m),
+        e => Fail::new(e.code(), e.message()),
+    }
+}
+
+/// Applies a change to a rec only if nobody changed it in between.
+async fn change(sql: &Sql, id: &str, f: impl Fn(Status, i64) -> Result<(String, Vec<Value>)>, now: i64) -> Result<J> {
+    for _ in 0..5 {
+        let row = rec_row(sql, id).await?;
+        let status =
+            Status::parse(&row.text("status")?).ok_or_else(|| Fail::new("internal", "invalid stored status"))?;
+        let count = row.i64("snooze_count")?;
+        let (set, mut params) = f(status, count)?;
+        let n = params.len();
+        params.extend([id.into(), status.as_str().into(), count.into(), now.into()]);
+        let changed = sql
+            .execute(
+                &format!(
+                    "UPDATE rx_recs SET {set}, updated_ms = ${} WHERE id = ${} AND status = ${} AND snooze_count = ${}",
+                    n + 4,
+                    n + 1,
+                    n + 2,
+                    n + 3
+                ),
+                &params,
+            )
+            .await?;
+        if changed == 1 {
+            return Ok(rec_json(&rec_row(sql, id).await?, now)?);
+        }
+    }
+    Err(Fail::new("conflict", "the rec kept changing; try again"))
+}
+
+#[derive(Deserialize)]
+pub struct Dispose {
+    pub id: String,
+    pub disposition: String,
+    pub subjective_fit_1_5: Option<i64>,
+    pub outcome_note: Option<String>,
+    pub now_ms: i64,
+}
+
+pub async fn dispose(r: Dispose) -> Result<J> {
+    let d = Disposition::parse(&r.disposition)
+        .ok_or_else(|| Fail::invalid("`disposition` is acted_as_prescribed, acted_modified, skipped or dismissed"))?;
+    let stores = Stores::open().await?;
+    change(
+        &stores.sql,
+        &r.id,
+        |status, _| {
+            let next = lifecycle::dispose(status, d, r.subjective_fit_1_5).map_err(refused)?;
+            Ok((
+                "status = $1, acted_disposition = $2, acted_ms = $3, subjective_fit_1_5 = $4, outcome_note = $5".into(),
+                vec![
+                    next.as_str().into(),
+                    d.as_str().into(),
+                    r.now_ms.into(),
+                    r.subjective_fit_1_5.map_or(Value::Null, Value::from),
+                    r.outcome_note.clone().map_or(Value::Null, Value::from),
+                ],
+            ))
+        },
+        r.now_ms,
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+pub struct Snooze {
+    pub id: String,
+    pub days: i64,
+    pub now_ms: i64,
+}
+
+pub async fn snooze(r: Snooze) -> Result<J> {
+    let stores = Stores::open().await?;
+    change(
+        &stores.sql,
+        &r.id,
+        |status, count| {
+            let (until, count) = lifecycle::snooze(status, count, r.days, r.now_ms).map_err(refused)?;
+            Ok((
+                "status = 'snoozed', snoozed_until_ms = $1, snooze_count = $2".into(),
+                vec![until.into(), count.into()],
+            ))
+        },
+        r.now_ms,
+    )
+    .await
+}
+
+/// `{}` → `{files}`: every artifact, for the vault archive.
+pub async fn vault(_: J) -> Result<J> {
+    let stores = Stores::open().await?;
+    let rows = stores.sql.query("SELECT path, markdown, updated_ms FROM rx_artifacts ORDER BY path", &[]).await?;
+    let files = rows
+        .iter()
+        .map(|r| Ok(json!({"path": r.text("path")?, "content": r.text("markdown")?, "mtime_secs": r.i64("updated_ms")? / 1000})))
+        .collect::<std::result::Result<Vec<_>, StoreError>>()?;
+    Ok(json!({"files": files}))
+}
+
+/// `{door}` → the artifacts of a door, newest first (the vault's folder).
+pub async fn artifacts(r: Begin) -> Result<J> {
+    let stores = Stores::open().await?;
+    let rows = stores
+        .sql
+        .query(
+            "SELECT path, kind, rec_id, status, driving_signal, drift_score, tldr, created_ms FROM rx_artifacts
+             WHERE door = $1 ORDER BY created_ms DESC, path DESC LIMIT 200",
+            &[r.door.as_str().into()],
+        )
+        .await?;
+    let items = rows
+        .iter()
+        .map(|a| {
+            Ok(json!({"path": a.text("path")?, "kind": a.text("kind")?, "rec_id": a.opt_text("rec_id")?,
+                      "status": a.text("status")?, "driving_signal": a.opt_text("driving_signal")?,
+                      "drift_score": a.f64("drift_score").ok(), "tldr": a.text("tldr")?,
+                      "created_at": timestamp(a.i64("created_ms")? as u64)}))
+        })
+        .collect::<std::result::Result<Vec<_>, StoreError>>()?;
+    Ok(json!({"artifacts": items}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instant;
+
+    #[test]
+    fn instants_are_dates_or_rfc3339() {
+        assert_eq!(instant("1970-01-02"), Some(86_400_000));
+        assert_eq!(instant("1970-01-01T01:00:30Z"), Some(3_630_000));
+        assert_eq!(instant("1970-01-01T01:00:30.250Z"), Some(3_630_000));
+        assert_eq!(instant("1970-01-01T25:00:00Z"), None);
+        assert_eq!(instant("yesterday"), None);
+    }
+}

@@ -305,8 +305,8 @@ async fn run(door_name: &str, now: u64) -> Reply {
     // Step 6: evidence from the vault search, keyed off the driving signal.
     let t6 = Instant::now();
     let query = begun["evidence_query"].as_str().unwrap_or(&driving).to_string();
-    let search =
-        json!({"q": query, "k": artifact::MAX_SOURCES, "mode": "hybrid", "corpora": ["knowledge", "document"]});
+    let search = json!({"q": query, "k": artifact::MAX_SOURCES, "mode": "hybrid", "corpora": ["knowledge", "document"],
+                         "cache_embedding": true});
     let (sources, outcome6) = match knowledge::search(search.to_string()).await {
         Ok(body) => {
             let sources: Vec<Source> = parse(&body)["results"]

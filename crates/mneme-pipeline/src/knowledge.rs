@@ -959,6 +959,10 @@ pub struct SearchRequest {
     #[serde(default)]
     pub mode: Mode,
     pub corpora: Vec<String>,
+    /// Cache the query's embedding: set for the fixed queries of the rx
+    /// pipeline's evidence step, never for a principal's own searches.
+    #[serde(default)]
+    pub cache_embedding: bool,
 }
 
 /// `/search`: the vault search over knowledge entries, documents and
@@ -966,7 +970,11 @@ pub struct SearchRequest {
 pub async fn search(r: SearchRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
-    let q = embed_many(std::slice::from_ref(&r.q))?.pop().unwrap_or_default();
+    let q = if r.cache_embedding {
+        crate::query_embedding(&stores.kv, &r.q).await?
+    } else {
+        embed_many(std::slice::from_ref(&r.q))?.pop().unwrap_or_default()
+    };
     let corpora: Vec<&str> = r.corpora.iter().map(String::as_str).collect();
     let found = search::candidates(sql, &corpora, &r.q, &q, r.mode).await?;
     let top: Vec<(i64, f64)> = found.fused.iter().take(r.k).copied().collect();

@@ -95,6 +95,24 @@ pub fn embed(text: &str) -> Result<Vec<f32>> {
     embed_many(&[text.to_string()])?.pop().ok_or_else(|| Fail::new("embedding-failed", "no embedding returned"))
 }
 
+/// How long a search query's embedding is kept.
+pub const QUERY_EMBEDDING_TTL_MS: u64 = 30 * 86_400_000;
+
+/// A fixed query's embedding (a door's evidence query), through a key-value
+/// cache so a repeated query skips the model. The key is the text's content
+/// hash, so only identical text shares an entry.
+pub async fn query_embedding(kv: &mneme_store::Kv, text: &str) -> Result<Vec<f32>> {
+    let key = format!("qemb:{}", mneme_knowledge::text::content_hash(text));
+    if let Some(b) = kv.get(&key).await?
+        && b.len() == 384 * 4
+    {
+        return Ok(bytes_f32(&b));
+    }
+    let e = embed(text)?;
+    kv.set(&key, &f32_bytes(&e), Some(QUERY_EMBEDDING_TTL_MS)).await?;
+    Ok(e)
+}
+
 /// An embedding as a BLOB (little-endian f32s).
 pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()

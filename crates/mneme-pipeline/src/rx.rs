@@ -44,8 +44,12 @@ pub struct Trace(Vec<J>);
 
 impl Trace {
     pub fn push(&mut self, step: &str, started: Instant, outcome: impl Into<String>) {
+        self.push_timed(step, started.elapsed(), outcome);
+    }
+
+    pub fn push_timed(&mut self, step: &str, took: Duration, outcome: impl Into<String>) {
         let name = mneme_rx::STEPS.iter().find(|s| s.0 == step).map_or("", |s| s.1);
-        let took_ms = (started.elapsed().as_secs_f64() * 1_000.0 * 1_000.0).round() / 1_000.0;
+        let took_ms = (took.as_secs_f64() * 1_000_000.0).round() / 1_000.0;
         self.0.push(json!({"step": step, "name": name, "took_ms": took_ms, "outcome": outcome.into()}));
     }
 }
@@ -196,24 +200,53 @@ fn instant(s: &str) -> Option<i64> {
 
 // ---------------------------------------------------------------- the run
 
-async fn acquire(sql: &Sql, door: &str) -> Result<String> {
+/// What happened while the lock was taken: steps 0.5 and 0.7 (for stores
+/// in this database) run in the same transaction, so a run that gets the
+/// door pays one commit for all three.
+struct Opened {
+    claim: String,
+    revive: (Duration, String),
+    reconcile: Option<(Duration, String)>,
+}
+
+async fn acquire(sql: &Sql, door: &Door, now: i64) -> Result<Opened> {
     let claim = random_hex(8);
     let started = Instant::now();
     loop {
-        let now = wall_ms();
-        sql.execute(
-            "INSERT INTO rx_locks (door, claim, until_ms) VALUES ($1, $2, $3)
-             ON CONFLICT (door) DO UPDATE SET claim = excluded.claim, until_ms = excluded.until_ms
-             WHERE rx_locks.until_ms < $4",
-            &[door.into(), claim.as_str().into(), (now + LOCK_LEASE_MS).into(), now.into()],
-        )
-        .await?;
-        let rows = sql.query("SELECT claim FROM rx_locks WHERE door = $1", &[door.into()]).await?;
-        if rows.first().and_then(|r| r.text("claim").ok()).as_deref() == Some(claim.as_str()) {
-            return Ok(claim);
+        let opened = sql
+            .transaction(async |sql: &Sql| {
+                let wall = wall_ms();
+                sql.execute(
+                    "INSERT INTO rx_locks (door, claim, until_ms) VALUES ($1, $2, $3)
+                     ON CONFLICT (door) DO UPDATE SET claim = excluded.claim, until_ms = excluded.until_ms
+                     WHERE rx_locks.until_ms < $4",
+                    &[door.name.as_str().into(), claim.as_str().into(), (wall + LOCK_LEASE_MS).into(), wall.into()],
+                )
+                .await?;
+                let rows =
+                    sql.query("SELECT claim FROM rx_locks WHERE door = $1", &[door.name.as_str().into()]).await?;
+                if rows.first().and_then(|r| r.text("claim").ok()).as_deref() != Some(claim.as_str()) {
+                    return Ok(None);
+                }
+                let t = Instant::now();
+                let revived = revive(sql, door, now).await?;
+                let revive = (t.elapsed(), revived);
+                let reconcile = match door.store {
+                    Store::Http { .. } => None,
+                    _ => {
+                        let t = Instant::now();
+                        let outcome = reconcile_here(sql, door, now).await?;
+                        Some((t.elapsed(), outcome))
+                    }
+                };
+                Ok(Some(Opened { claim: claim.clone(), revive, reconcile }))
+            })
+            .await?;
+        if let Some(o) = opened {
+            return Ok(o);
         }
         if started.elapsed() > Duration::from_millis(LOCK_WAIT_MS) {
-            return Err(Fail::new("door-busy", format!("door `{door}` is busy with another run; try again")));
+            return Err(Fail::new("door-busy", format!("door `{}` is busy with another run; try again", door.name)));
         }
         spin_sdk::time::sleep(Duration::from_millis(25)).await;
     }
@@ -324,7 +357,7 @@ async fn read_aux(sql: &Sql, door: &Door) -> Result<Vec<AuxRow>> {
 }
 
 /// Step 0.5: snoozed recs whose time is up are open again (D-032).
-async fn revive(sql: &Sql, door: &Door, now: i64) -> Result<String> {
+async fn revive(sql: &Sql, door: &Door, now: i64) -> std::result::Result<String, StoreError> {
     if door.store != Store::Local {
         return Ok(format!("skipped: the {} store keeps its own states", door.store.kind()));
     }
@@ -338,8 +371,46 @@ async fn revive(sql: &Sql, door: &Door, now: i64) -> Result<String> {
     Ok(format!("{n} revived"))
 }
 
-/// Step 0.7: the store's status written into each artifact's frontmatter.
-async fn reconcile(sql: &Sql, door: &Door, now: i64) -> Result<String> {
+async fn patch_status(
+    sql: &Sql,
+    path: &str,
+    markdown: &str,
+    status: &str,
+    now: i64,
+) -> std::result::Result<(), StoreError> {
+    let md = artifact::patch_frontmatter(markdown, "status", &json!(status));
+    sql.execute(
+        "UPDATE rx_artifacts SET status = $1, markdown = $2, updated_ms = $3 WHERE path = $4",
+        &[status.into(), md.into(), now.into(), path.into()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Step 0.7 for a store in this database: one read joins each recent
+/// artifact to its rec, and only the artifacts that disagree are patched.
+async fn reconcile_here(sql: &Sql, door: &Door, now: i64) -> std::result::Result<String, StoreError> {
+    let rows = sql
+        .query(
+            "SELECT a.path, r.status AS store_status, CASE WHEN a.status <> r.status THEN a.markdown END AS stale
+             FROM rx_artifacts a JOIN rx_recs r ON r.id = a.rec_id
+             WHERE a.door = $1 AND a.kind = 'rec' AND a.created_ms > $2",
+            &[door.name.as_str().into(), (now - RECONCILE_WINDOW_MS).into()],
+        )
+        .await?;
+    let mut patched = 0;
+    for r in &rows {
+        if let Some(md) = r.opt_text("stale")? {
+            patch_status(sql, &r.text("path")?, &md, &r.text("store_status")?, now).await?;
+            patched += 1;
+        }
+    }
+    Ok(format!("{patched} of {} artifacts patched", rows.len()))
+}
+
+/// Step 0.7 for an external store: each recent artifact that is not yet
+/// terminal asks the store for its rec's status.
+async fn reconcile_remote(sql: &Sql, door: &Door, url: &str, now: i64) -> Result<String> {
     let rows = sql
         .query(
             "SELECT path, rec_id, status, markdown FROM rx_artifacts
@@ -347,45 +418,28 @@ async fn reconcile(sql: &Sql, door: &Door, now: i64) -> Result<String> {
             &[door.name.as_str().into(), (now - RECONCILE_WINDOW_MS).into()],
         )
         .await?;
-    let mut patched = 0;
-    let mut unreachable = 0;
+    let key = mneme_store::variable("rx_store_api_key").await?.unwrap_or_default();
+    let (mut patched, mut unreachable) = (0, 0);
     for r in &rows {
-        let (path, id, status) = (r.text("path")?, r.text("rec_id")?, r.text("status")?);
-        let store_status = match &door.store {
-            Store::Local => {
-                let s = sql.query("SELECT status FROM rx_recs WHERE id = $1", &[id.as_str().into()]).await?;
-                s.first().map(|s| s.text("status")).transpose()?
-            }
-            Store::Http { url } => {
-                if Status::parse(&status).is_some_and(Status::terminal) {
-                    continue;
-                }
-                let key = mneme_store::variable("rx_store_api_key").await?.unwrap_or_default();
-                match http_json(
-                    "GET",
-                    &format!("{}/v1/rx/recs/{id}", url.trim_end_matches('/')),
-                    &[("authorization", format!("Bearer {key}"))],
-                    None,
-                )
-                .await
-                {
-                    Ok((200, v)) => v["status"].as_str().map(String::from),
-                    _ => {
-                        unreachable += 1;
-                        None
-                    }
+        let (id, status) = (r.text("rec_id")?, r.text("status")?);
+        if Status::parse(&status).is_some_and(Status::terminal) {
+            continue;
+        }
+        let got = http_json(
+            "GET",
+            &format!("{}/v1/rx/recs/{id}", url.trim_end_matches('/')),
+            &[("authorization", format!("Bearer {key}"))],
+            None,
+        )
+        .await;
+        match got {
+            Ok((200, v)) => {
+                if let Some(s) = v["status"].as_str().filter(|s| Status::parse(s).is_some() && *s != status) {
+                    patch_status(sql, &r.text("path")?, &r.text("markdown")?, s, now).await?;
+                    patched += 1;
                 }
             }
-            Store::Markdown => None,
-        };
-        if let Some(s) = store_status.filter(|s| *s != status) {
-            let md = artifact::patch_frontmatter(&r.text("markdown")?, "status", &json!(s));
-            sql.execute(
-                "UPDATE rx_artifacts SET status = $1, markdown = $2, updated_ms = $3 WHERE path = $4",
-                &[s.as_str().into(), md.into(), now.into(), path.into()],
-            )
-            .await?;
-            patched += 1;
+            _ => unreachable += 1,
         }
     }
     let mut outcome = format!("{patched} of {} artifacts patched", rows.len());
@@ -407,26 +461,29 @@ pub async fn begin(r: Begin) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
     let door = load_door(sql, &r.door).await?;
-    let claim = acquire(sql, &door.name).await?;
-    let out = run_to_dedup(sql, &door, &claim, r.now_ms).await;
-    let release = match &out {
-        Ok(v) => v["dedup"] == json!(true),
-        Err(_) => true,
-    };
-    if release {
+    let opened = acquire(sql, &door, r.now_ms).await?;
+    let claim = opened.claim.clone();
+    let out = run_to_dedup(sql, &door, opened, r.now_ms).await;
+    // A dedup released the door with its confirmation; a failure frees it here.
+    if out.is_err() {
         release_lock(sql, &door.name, &claim).await?;
     }
     out
 }
 
-async fn run_to_dedup(sql: &Sql, door: &Door, claim: &str, now: i64) -> Result<J> {
+async fn run_to_dedup(sql: &Sql, door: &Door, opened: Opened, now: i64) -> Result<J> {
+    let claim = opened.claim.as_str();
     let mut trace = Trace::default();
-    let t = Instant::now();
-    let revived = revive(sql, door, now).await?;
-    trace.push("0.5", t, revived);
-    let t = Instant::now();
-    let reconciled = reconcile(sql, door, now).await?;
-    trace.push("0.7", t, reconciled);
+    trace.push_timed("0.5", opened.revive.0, opened.revive.1);
+    match (&door.store, opened.reconcile) {
+        (Store::Http { url }, _) => {
+            let t = Instant::now();
+            let outcome = reconcile_remote(sql, door, url, now).await?;
+            trace.push("0.7", t, outcome);
+        }
+        (_, Some((took, outcome))) => trace.push_timed("0.7", took, outcome),
+        (_, None) => trace.push_timed("0.7", Duration::ZERO, "nothing to reconcile"),
+    }
     let t = Instant::now();
     let s = read_signals(sql, door).await?;
     trace.push("1", t, format!("{} components, {} acute events", s.components.len(), s.acute.len()));
@@ -455,6 +512,8 @@ async fn run_to_dedup(sql: &Sql, door: &Door, claim: &str, now: i64) -> Result<J
                       driving.as_str().into(), c.drift_score.into(), tldr.as_str().into(), md.as_str().into(), now.into()],
                 )
                 .await?;
+                sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.name.as_str().into(), claim.into()])
+                    .await?;
                 Ok(path)
             })
             .await?;
@@ -536,11 +595,22 @@ pub async fn finish(r: Finish) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
     let out = finish_run(sql, &r).await;
-    release_lock(sql, &r.door, &r.claim).await?;
-    out
+    match out {
+        // The local and markdown stores freed the door in step 8's transaction.
+        Ok((v, true)) => Ok(v),
+        Ok((v, false)) => {
+            release_lock(sql, &r.door, &r.claim).await?;
+            Ok(v)
+        }
+        Err(e) => {
+            release_lock(sql, &r.door, &r.claim).await?;
+            Err(e)
+        }
+    }
 }
 
-async fn finish_run(sql: &Sql, r: &Finish) -> Result<J> {
+/// Steps 8–10; `true` when the door was released in step 8's transaction.
+async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
     let door = load_door(sql, &r.door).await?;
     // D-008 holds at the store's door too: nothing without a counter-thesis.
     artifact::check_counter_thesis(&r.markdown).map_err(|e| Fail::new("malformed-artifact", e))?;
@@ -571,6 +641,10 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<J> {
                   r.drift_score.into(), r.tldr.as_str().into(), md.as_str().into(), now.into()],
             )
             .await?;
+            if !matches!(door.store, Store::Http { .. }) {
+                sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.name.as_str().into(), r.claim.as_str().into()])
+                    .await?;
+            }
             if door.store == Store::Local {
                 let patched = artifact::patch_frontmatter(&md, "id", &json!(rec_id));
                 insert_rec(sql, &rec_id, &door.name, r, &patched, &path, "pipeline").await?;
@@ -650,7 +724,8 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<J> {
             Some(remote_id)
         }
     };
-    Ok(json!({"path": path, "tldr": r.tldr, "rec_id": id, "status": "open", "trace": trace.0}))
+    let released = !matches!(door.store, Store::Http { .. });
+    Ok((json!({"path": path, "tldr": r.tldr, "rec_id": id, "status": "open", "trace": trace.0}), released))
 }
 
 async fn insert_rec(

@@ -1,7 +1,10 @@
 //! `spin:sqlite/sqlite@3.1.0` over in-process SQLite files (rusqlite).
 //!
-//! Each `open` gets its own connection, so one instance's transaction never
-//! leaks into another's; connections wait up to 5 s on a locked database
+//! Each `open` gets a connection of its own for as long as it holds it, so
+//! one instance's transaction never leaks into another's. Connections are
+//! pooled per file: a released one goes back (rolled back first if its
+//! holder left a transaction open), keeping its parsed schema and prepared
+//! statements for the next request. They wait up to 5 s on a locked database
 //! (WAL mode lets readers proceed meanwhile). Statements run on tokio's
 //! blocking pool and stream their rows back as Spin's `execute-async` does.
 
@@ -14,9 +17,13 @@ use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 use super::spin::sqlite::sqlite::{Error, HostConnection, HostConnectionWithStore, QueryResult, RowResult, Value};
 use super::{Spin, SpinView, with_view};
 
+/// Idle connections kept per database file.
+const POOL_MAX: usize = 16;
+
 /// A configured database file.
 pub struct SqliteDb {
     path: PathBuf,
+    idle: Arc<Mutex<Vec<rusqlite::Connection>>>,
 }
 
 impl SqliteDb {
@@ -27,20 +34,56 @@ impl SqliteDb {
         let conn =
             rusqlite::Connection::open(path).with_context(|| format!("opening SQLite database {}", path.display()))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        Ok(Self { path: path.to_path_buf() })
+        Ok(Self { path: path.to_path_buf(), idle: Arc::new(Mutex::new(Vec::new())) })
     }
 
-    fn connect(&self) -> Result<rusqlite::Connection, Error> {
-        let c = rusqlite::Connection::open(&self.path).map_err(|e| Error::Io(e.to_string()))?;
-        c.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| Error::Io(e.to_string()))?;
-        Ok(c)
+    fn connect(&self) -> Result<Pooled, Error> {
+        let reused = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let c = match reused {
+            Some(c) => c,
+            None => {
+                let c = rusqlite::Connection::open(&self.path).map_err(|e| Error::Io(e.to_string()))?;
+                c.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| Error::Io(e.to_string()))?;
+                c.set_prepared_statement_cache_capacity(64);
+                c
+            }
+        };
+        Ok(Pooled { conn: Some(c), idle: self.idle.clone() })
+    }
+}
+
+/// A connection on loan from its file's pool; dropping it gives it back.
+pub struct Pooled {
+    conn: Option<rusqlite::Connection>,
+    idle: Arc<Mutex<Vec<rusqlite::Connection>>>,
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = rusqlite::Connection;
+    fn deref(&self) -> &rusqlite::Connection {
+        self.conn.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let Some(c) = self.conn.take() else { return };
+        // A holder that trapped or forgot to commit must not hand its open
+        // transaction to the next request.
+        if !c.is_autocommit() && c.execute_batch("ROLLBACK").is_err() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_MAX {
+            idle.push(c);
+        }
     }
 }
 
 /// An open connection.
 #[derive(Clone)]
 pub struct SqliteHandle {
-    conn: Arc<Mutex<rusqlite::Connection>>,
+    conn: Arc<Mutex<Pooled>>,
 }
 
 impl SqliteHandle {

@@ -6,8 +6,6 @@
 //! concurrent runs, the markdown-only and external stores, and the rec
 //! store's own API and token.
 
-use std::time::Duration;
-
 use mneme_e2e::fake_model::{FakeModel, Script};
 use mneme_e2e::json_server::JsonServer;
 use mneme_e2e::{App, BACKENDS, BackendEnv, Resp};
@@ -530,7 +528,6 @@ fn concurrent_runs_never_share_an_nn_or_duplicate_a_state() {
         signals(&server, 0.1, 0.9, json!([]));
         let next = run(&app, "coach", t0 + 1_000);
         assert!(next["path"].as_str().unwrap().ends_with("-02.md"), "{next}");
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

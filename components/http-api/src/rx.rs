@@ -354,13 +354,10 @@ async fn run(door_name: &str, now: u64) -> Reply {
     let markdown = artifact::render(&inputs, &draft, &composer);
     trace.push(step("7", t7, outcome7));
 
-    let refs: Vec<Value> =
-        sources.iter().map(|s| json!({"corpus": s.corpus, "id": s.id, "title": s.title, "score": s.score})).collect();
     let finish = json!({
         "door": door.name, "claim": claim, "now_ms": now, "markdown": markdown, "tldr": draft.tldr,
         "driving": driving, "drift_score": composite.drift_score, "confidence": confidence, "fired": fired,
-        "source_refs": refs, "drift_breakdown": artifact::frontmatter(&inputs, &composer).into_iter()
-            .find(|(k, _)| *k == "drift_breakdown").map(|(_, v)| v),
+        "source_refs": artifact::source_refs(&sources), "drift_breakdown": artifact::drift_breakdown(&inputs),
         "confidence_breakdown": breakdown,
     });
     let done = match rx::finish(finish.to_string()).await {
@@ -381,11 +378,7 @@ fn ms(t: Instant) -> f64 {
 }
 
 fn step(step: &str, t: Instant, outcome: impl Into<String>) -> Value {
-    let name = match step {
-        "11" => "return",
-        s => mneme_rx::STEPS.iter().find(|x| x.0 == s).map_or("", |x| x.1),
-    };
-    json!({"step": step, "name": name, "took_ms": ms(t), "outcome": outcome.into()})
+    mneme_rx::trace_entry(step, t.elapsed(), outcome)
 }
 
 /// Step 7's narrative: the model, asked again once with the reason when a

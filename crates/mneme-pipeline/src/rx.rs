@@ -12,7 +12,7 @@
 use crate::{Fail, Result, Stores, json_text, new_id, random_hex};
 use mneme_knowledge::entry::{format_date, timestamp};
 use mneme_rx::artifact;
-use mneme_rx::door::{Door, SignalSource, Store, valid_name};
+use mneme_rx::door::{Door, SignalSource, Store, parse_instant, valid_name};
 use mneme_rx::lifecycle::{self, Disposition, Status};
 use mneme_rx::signals::{self, Acute, AuxRow, Component, Dedup, Prior, Signals};
 use mneme_store::{Row, Sql, StoreError, Value};
@@ -30,8 +30,9 @@ pub const HTTP_TIMEOUT_MS: u64 = 5_000;
 /// Reconcile looks at artifacts this recent.
 pub const RECONCILE_WINDOW_MS: i64 = 60 * lifecycle::DAY_MS;
 
+/// The lock's lease runs on the wall clock, never a test's request clock.
 fn wall_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    mneme_store::kv::now_ms() as i64
 }
 
 fn day(ms: i64) -> String {
@@ -48,9 +49,7 @@ impl Trace {
     }
 
     pub fn push_timed(&mut self, step: &str, took: Duration, outcome: impl Into<String>) {
-        let name = mneme_rx::STEPS.iter().find(|s| s.0 == step).map_or("", |s| s.1);
-        let took_ms = (took.as_secs_f64() * 1_000_000.0).round() / 1_000.0;
-        self.0.push(json!({"step": step, "name": name, "took_ms": took_ms, "outcome": outcome.into()}));
+        self.0.push(mneme_rx::trace_entry(step, took, outcome));
     }
 }
 
@@ -152,7 +151,7 @@ pub async fn observe(r: Observe) -> Result<J> {
             None | Some(J::Null) => r.now_ms,
             Some(J::Number(n)) if n.as_i64().is_some_and(|v| v > 0) => n.as_i64().unwrap_or(r.now_ms),
             Some(J::String(s)) => {
-                instant(s).ok_or_else(|| at(format!("`at` `{s}` is not a date or an RFC 3339 time")))?
+                parse_instant(s).ok_or_else(|| at(format!("`at` `{s}` is not a date or an RFC 3339 time")))?
             }
             Some(_) => return Err(at("`at` is epoch milliseconds or an RFC 3339 time".into())),
         };
@@ -179,23 +178,6 @@ pub async fn observe(r: Observe) -> Result<J> {
     .await?;
     let ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
     Ok(json!({"door": door.name, "ids": ids}))
-}
-
-/// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.fff]Z` as epoch milliseconds.
-fn instant(s: &str) -> Option<i64> {
-    let days = mneme_knowledge::entry::parse_date(s)?;
-    let mut ms = days * lifecycle::DAY_MS;
-    if s.len() > 10 {
-        let t = s.get(11..)?.trim_end_matches('Z');
-        let t = t.split('.').next()?;
-        let parts: Vec<i64> = t.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-        let [h, m, sec] = parts[..] else { return None };
-        if !(0..24).contains(&h) || !(0..60).contains(&m) || !(0..60).contains(&sec) {
-            return None;
-        }
-        ms += (h * 3600 + m * 60 + sec) * 1000;
-    }
-    Some(ms)
 }
 
 // ---------------------------------------------------------------- the run
@@ -647,7 +629,23 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
             }
             if door.store == Store::Local {
                 let patched = artifact::patch_frontmatter(&md, "id", &json!(rec_id));
-                insert_rec(sql, &rec_id, &door.name, r, &patched, &path, "pipeline").await?;
+                let rec = NewRec {
+                    id: &rec_id,
+                    door: &door.name,
+                    drift_score: r.drift_score,
+                    confidence: r.confidence,
+                    driving: Some(&r.driving),
+                    tldr: &r.tldr,
+                    body: &patched,
+                    path: Some(&path),
+                    fired: &r.fired,
+                    source_refs: &r.source_refs,
+                    drift_breakdown: &r.drift_breakdown,
+                    confidence_breakdown: &r.confidence_breakdown,
+                    origin: "pipeline",
+                    now_ms: r.now_ms,
+                };
+                insert_rec(sql, &rec).await?;
                 sql.execute(
                     "UPDATE rx_artifacts SET rec_id = $1, markdown = $2 WHERE path = $3",
                     &[rec_id.as_str().into(), patched.as_str().into(), path.as_str().into()],
@@ -728,33 +726,44 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
     Ok((json!({"path": path, "tldr": r.tldr, "rec_id": id, "status": "open", "trace": trace.0}), released))
 }
 
-async fn insert_rec(
-    sql: &Sql,
-    id: &str,
-    door: &str,
-    r: &Finish,
-    body: &str,
-    path: &str,
-    origin: &str,
-) -> std::result::Result<(), StoreError> {
+/// A rec row as it is first written (status `open`).
+struct NewRec<'a> {
+    id: &'a str,
+    door: &'a str,
+    drift_score: f64,
+    confidence: i64,
+    driving: Option<&'a str>,
+    tldr: &'a str,
+    body: &'a str,
+    path: Option<&'a str>,
+    fired: &'a J,
+    source_refs: &'a J,
+    drift_breakdown: &'a J,
+    confidence_breakdown: &'a J,
+    origin: &'a str,
+    now_ms: i64,
+}
+
+async fn insert_rec(sql: &Sql, r: &NewRec<'_>) -> std::result::Result<(), StoreError> {
+    let opt = |v: Option<&str>| v.map_or(Value::Null, Value::from);
     sql.execute(
         "INSERT INTO rx_recs (id, door, status, drift_score, confidence, driving_signal, tldr, body_md, rx_md_path,
             signals_fired, source_refs, drift_breakdown, confidence_breakdown, origin, created_ms, updated_ms, snooze_count)
          VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, 0)",
         &[
-            id.into(),
-            door.into(),
+            r.id.into(),
+            r.door.into(),
             r.drift_score.into(),
             r.confidence.into(),
-            r.driving.as_str().into(),
-            r.tldr.as_str().into(),
-            body.into(),
-            path.into(),
-            json_text(&r.fired).into(),
-            json_text(&r.source_refs).into(),
-            json_text(&r.drift_breakdown).into(),
-            json_text(&r.confidence_breakdown).into(),
-            origin.into(),
+            opt(r.driving),
+            r.tldr.into(),
+            r.body.into(),
+            opt(r.path),
+            json_text(r.fired).into(),
+            json_text(r.source_refs).into(),
+            json_text(r.drift_breakdown).into(),
+            json_text(r.confidence_breakdown).into(),
+            r.origin.into(),
             r.now_ms.into(),
         ],
     )
@@ -886,21 +895,23 @@ pub async fn ingest_rec(r: IngestRec) -> Result<J> {
     artifact::check_counter_thesis(&r.body_md).map_err(|e| Fail::new("malformed-artifact", e))?;
     let stores = Stores::open().await?;
     let id = new_id();
-    let f = Finish {
-        door: r.door.clone(),
-        claim: String::new(),
-        now_ms: r.now_ms,
-        markdown: String::new(),
-        tldr: r.tldr.clone(),
-        driving: r.driving_signal.clone().unwrap_or_default(),
+    let rec = NewRec {
+        id: &id,
+        door: &r.door,
         drift_score: r.drift_score,
         confidence: r.confidence,
-        fired: r.signals_fired,
-        source_refs: r.source_refs,
-        drift_breakdown: r.drift_breakdown,
-        confidence_breakdown: r.confidence_breakdown,
+        driving: r.driving_signal.as_deref(),
+        tldr: &r.tldr,
+        body: &r.body_md,
+        path: r.rx_md_path.as_deref(),
+        fired: &r.signals_fired,
+        source_refs: &r.source_refs,
+        drift_breakdown: &r.drift_breakdown,
+        confidence_breakdown: &r.confidence_breakdown,
+        origin: "ingest",
+        now_ms: r.now_ms,
     };
-    insert_rec(&stores.sql, &id, &r.door, &f, &r.body_md, r.rx_md_path.as_deref().unwrap_or(""), "ingest").await?;
+    insert_rec(&stores.sql, &rec).await?;
     Ok(json!({"id": id}))
 }
 
@@ -1030,18 +1041,4 @@ pub async fn artifacts(r: Begin) -> Result<J> {
         })
         .collect::<std::result::Result<Vec<_>, StoreError>>()?;
     Ok(json!({"artifacts": items}))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::instant;
-
-    #[test]
-    fn instants_are_dates_or_rfc3339() {
-        assert_eq!(instant("1970-01-02"), Some(86_400_000));
-        assert_eq!(instant("1970-01-01T01:00:30Z"), Some(3_630_000));
-        assert_eq!(instant("1970-01-01T01:00:30.250Z"), Some(3_630_000));
-        assert_eq!(instant("1970-01-01T25:00:00Z"), None);
-        assert_eq!(instant("yesterday"), None);
-    }
 }

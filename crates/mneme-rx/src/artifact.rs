@@ -323,32 +323,41 @@ fn yaml(v: &Value) -> String {
     v.to_string()
 }
 
-/// The artifact's frontmatter values.
-pub fn frontmatter(i: &Inputs, composer: &str) -> Vec<(&'static str, Value)> {
-    let breakdown: Vec<Value> = i
+/// The frontmatter's `drift_breakdown`: every component as read, the view's
+/// drift and the second layer.
+pub fn drift_breakdown(i: &Inputs) -> Value {
+    let components: Vec<Value> = i
         .signals
         .components
         .iter()
         .map(|c| json!({"component": c.component, "raw": c.raw, "normalised": c.normalised, "weight": c.weight, "contribution": c.contribution}))
         .collect();
-    let mut drift_breakdown = json!({"components": breakdown, "view_drift": i.composite.view_drift});
+    let mut v = json!({"components": components, "view_drift": i.composite.view_drift});
     if let Some((name, score, weight)) = &i.composite.layer {
-        drift_breakdown["second_layer"] = json!({"name": name, "score": score, "weight": weight});
+        v["second_layer"] = json!({"name": name, "score": score, "weight": weight});
     }
-    let refs: Vec<Value> =
-        i.sources.iter().map(|s| json!({"corpus": s.corpus, "id": s.id, "title": s.title, "score": s.score})).collect();
+    v
+}
+
+/// The frontmatter's `source_refs`.
+pub fn source_refs(sources: &[Source]) -> Value {
+    sources.iter().map(|s| json!({"corpus": s.corpus, "id": s.id, "title": s.title, "score": s.score})).collect()
+}
+
+/// The artifact's frontmatter values.
+pub fn frontmatter(i: &Inputs, composer: &str) -> Vec<(&'static str, Value)> {
     vec![
         ("id", Value::Null),
         ("door", json!(i.door.name)),
         ("created_at", json!(i.created_at)),
         ("drift_score", json!(i.composite.drift_score)),
-        ("drift_breakdown", drift_breakdown),
+        ("drift_breakdown", drift_breakdown(i)),
         ("driving_signal", json!(i.driving)),
         ("confidence", json!(i.confidence)),
         ("confidence_breakdown", i.confidence_breakdown.clone()),
         ("status", json!("open")),
         ("signals_fired", json!(i.fired)),
-        ("source_refs", Value::Array(refs)),
+        ("source_refs", source_refs(i.sources)),
         ("prior_open_recs", json!(i.prior_open_recs)),
         ("composer", json!(composer)),
     ]

@@ -321,6 +321,24 @@ impl Door {
     }
 }
 
+/// An observation's time: `YYYY-MM-DD` (midnight UTC) or
+/// `YYYY-MM-DDTHH:MM:SS[.fff]Z`, as epoch milliseconds.
+pub fn parse_instant(s: &str) -> Option<i64> {
+    let days = mneme_knowledge::entry::parse_date(s)?;
+    let mut ms = days * crate::lifecycle::DAY_MS;
+    if s.len() > 10 {
+        let t = s.get(11..)?.trim_end_matches('Z');
+        let t = t.split('.').next()?;
+        let parts: Vec<i64> = t.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+        let [h, m, sec] = parts[..] else { return None };
+        if !(0..24).contains(&h) || !(0..60).contains(&m) || !(0..60).contains(&sec) {
+            return None;
+        }
+        ms += (h * 3600 + m * 60 + sec) * 1000;
+    }
+    Some(ms)
+}
+
 fn check_url(url: &str) -> Result<(), String> {
     if !(url.starts_with("http://") || url.starts_with("https://"))
         || url.len() > 2_048
@@ -345,6 +363,15 @@ mod tests {
             "store": {"kind": "local"},
             "observations": {"session": {"minutes": "number", "note": "string?"}}
         })
+    }
+
+    #[test]
+    fn instants_are_dates_or_rfc3339() {
+        assert_eq!(parse_instant("1970-01-02"), Some(86_400_000));
+        assert_eq!(parse_instant("1970-01-01T01:00:30Z"), Some(3_630_000));
+        assert_eq!(parse_instant("1970-01-01T01:00:30.250Z"), Some(3_630_000));
+        assert_eq!(parse_instant("1970-01-01T25:00:00Z"), None);
+        assert_eq!(parse_instant("yesterday"), None);
     }
 
     #[test]

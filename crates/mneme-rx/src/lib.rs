@@ -13,7 +13,7 @@ pub mod lifecycle;
 pub mod signals;
 
 /// The steps of `POST /rx/{door}`, in their fixed order.
-pub const STEPS: [(&str, &str); 12] = [
+pub const STEPS: [(&str, &str); 13] = [
     ("0.5", "auto-revive"),
     ("0.7", "reconcile"),
     ("1", "read drift signals"),
@@ -26,4 +26,13 @@ pub const STEPS: [(&str, &str); 12] = [
     ("8", "write markdown"),
     ("9", "insert into the store"),
     ("10", "patch frontmatter"),
+    ("11", "return"),
 ];
+
+/// One entry of a run's trace: the step, its name, how long it took (ms,
+/// microsecond precision) and what it did.
+pub fn trace_entry(step: &str, took: std::time::Duration, outcome: impl Into<String>) -> serde_json::Value {
+    let name = STEPS.iter().find(|s| s.0 == step).map_or("", |s| s.1);
+    let took_ms = (took.as_secs_f64() * 1_000_000.0).round() / 1_000.0;
+    serde_json::json!({"step": step, "name": name, "took_ms": took_ms, "outcome": outcome.into()})
+}

@@ -416,10 +416,13 @@ fn the_snooze_lifecycle_terminal_states_and_reconcile() {
         assert_eq!(field(&markdown(&app, &id), "status"), json!("open"));
         signals(&server, 0.8, 0.2, json!([]));
         let r = run(&app, "coach", later + 1_000);
-        assert!(r["trace"][1]["outcome"].as_str().unwrap().starts_with("1 of 1 artifacts patched"), "{r}");
+        assert!(r["trace"][1]["outcome"].as_str().unwrap().starts_with("artifacts patched: 1"), "{r}");
         assert_eq!(field(&markdown(&app, &id), "status"), json!("acted"));
         let again = run(&app, "coach", later + 2_000);
-        assert!(again["trace"][1]["outcome"].as_str().unwrap().starts_with("0 of"), "idempotent: {again}");
+        assert!(
+            again["trace"][1]["outcome"].as_str().unwrap().starts_with("artifacts patched: 0"),
+            "idempotent: {again}"
+        );
         // Aging after 14 days; the list order is open, snoozed, acted, dismissed.
         let aged = ok(call(&app, "GET", &format!("/v1/rx/recs/{id}"), None, Some(t0 + 14 * DAY + 1)), 200);
         assert_eq!(aged["flags"]["aging"], true);

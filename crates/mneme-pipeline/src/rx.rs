@@ -182,50 +182,52 @@ pub async fn observe(r: Observe) -> Result<J> {
 
 // ---------------------------------------------------------------- the run
 
-/// What happened while the lock was taken: steps 0.5 and 0.7 (for stores
-/// in this database) run in the same transaction, so a run that gets the
-/// door pays one commit for all three.
-struct Opened {
-    claim: String,
+/// Steps 0.5 and 0.7 for stores in this database, as they came out.
+struct LocalSteps {
     revive: (Duration, String),
     reconcile: Option<(Duration, String)>,
 }
 
-async fn acquire(sql: &Sql, door: &Door, now: i64) -> Result<Opened> {
-    let claim = random_hex(8);
+/// Takes the door for `claim` unless another run holds an unexpired lease.
+async fn try_claim(sql: &Sql, door: &Door, claim: &str) -> std::result::Result<bool, StoreError> {
+    let wall = wall_ms();
+    // A row comes back only when this statement wrote the lock.
+    let rows = sql
+        .query(
+            "INSERT INTO rx_locks (door, claim, until_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (door) DO UPDATE SET claim = excluded.claim, until_ms = excluded.until_ms
+             WHERE rx_locks.until_ms < $4
+             RETURNING claim",
+            &[door.name.as_str().into(), claim.into(), (wall + LOCK_LEASE_MS).into(), wall.into()],
+        )
+        .await?;
+    Ok(rows.first().and_then(|r| r.text("claim").ok()).as_deref() == Some(claim))
+}
+
+/// Steps 0.5 and 0.7 where they touch only this database (inside the
+/// caller's transaction); an external store reconciles over HTTP later.
+async fn local_steps(sql: &Sql, door: &Door, now: i64) -> std::result::Result<LocalSteps, StoreError> {
+    let t = Instant::now();
+    let revived = revive(sql, door, now).await?;
+    let revive = (t.elapsed(), revived);
+    let reconcile = match door.store {
+        Store::Http { .. } => None,
+        _ => {
+            let t = Instant::now();
+            let outcome = reconcile_here(sql, door, now).await?;
+            Some((t.elapsed(), outcome))
+        }
+    };
+    Ok(LocalSteps { revive, reconcile })
+}
+
+/// Retries `attempt` (one transaction that answers `None` while another
+/// run holds the door) until it gets the door or [`LOCK_WAIT_MS`] passes.
+async fn with_door<T>(door: &Door, mut attempt: impl AsyncFnMut() -> Result<Option<T>>) -> Result<T> {
     let started = Instant::now();
     loop {
-        let opened = sql
-            .transaction(async |sql: &Sql| {
-                let wall = wall_ms();
-                sql.execute(
-                    "INSERT INTO rx_locks (door, claim, until_ms) VALUES ($1, $2, $3)
-                     ON CONFLICT (door) DO UPDATE SET claim = excluded.claim, until_ms = excluded.until_ms
-                     WHERE rx_locks.until_ms < $4",
-                    &[door.name.as_str().into(), claim.as_str().into(), (wall + LOCK_LEASE_MS).into(), wall.into()],
-                )
-                .await?;
-                let rows =
-                    sql.query("SELECT claim FROM rx_locks WHERE door = $1", &[door.name.as_str().into()]).await?;
-                if rows.first().and_then(|r| r.text("claim").ok()).as_deref() != Some(claim.as_str()) {
-                    return Ok(None);
-                }
-                let t = Instant::now();
-                let revived = revive(sql, door, now).await?;
-                let revive = (t.elapsed(), revived);
-                let reconcile = match door.store {
-                    Store::Http { .. } => None,
-                    _ => {
-                        let t = Instant::now();
-                        let outcome = reconcile_here(sql, door, now).await?;
-                        Some((t.elapsed(), outcome))
-                    }
-                };
-                Ok(Some(Opened { claim: claim.clone(), revive, reconcile }))
-            })
-            .await?;
-        if let Some(o) = opened {
-            return Ok(o);
+        if let Some(v) = attempt().await? {
+            return Ok(v);
         }
         if started.elapsed() > Duration::from_millis(LOCK_WAIT_MS) {
             return Err(Fail::new("door-busy", format!("door `{}` is busy with another run; try again", door.name)));
@@ -275,67 +277,98 @@ async fn http_json(method: &str, url: &str, headers: &[(&str, String)], body: Op
     Ok((status, v))
 }
 
-async fn read_signals(sql: &Sql, door: &Door) -> Result<Signals> {
-    let s = match &door.signals {
-        SignalSource::Sql { view, acute_view } => {
-            let rows =
-                sql.query(&format!("SELECT component, raw, normalised, weight, contribution FROM {view}"), &[]).await?;
-            let components = rows
-                .iter()
-                .map(|r| {
-                    Ok(Component {
-                        component: r.text("component")?,
-                        raw: match r.value("raw")? {
-                            Value::Null => None,
-                            _ => Some(r.f64("raw")?),
-                        },
-                        normalised: r.f64("normalised")?,
-                        weight: r.f64("weight")?,
-                        contribution: r.f64("contribution")?,
-                    })
-                })
-                .collect::<std::result::Result<Vec<_>, StoreError>>()?;
-            let acute = match acute_view {
-                Some(a) => sql
-                    .query(&format!("SELECT name, at_ms FROM {a}"), &[])
-                    .await?
-                    .iter()
-                    .map(|r| Ok(Acute { name: r.text("name")?, at_ms: r.i64("at_ms")? }))
-                    .collect::<std::result::Result<Vec<_>, StoreError>>()?,
-                None => Vec::new(),
-            };
-            Signals { components, acute, facts: J::Null }
-        }
-        SignalSource::Http { url } => {
-            let (status, v) = http_json("GET", url, &[], None).await?;
-            if status != 200 {
-                return Err(Fail::new("upstream", format!("the signal source answered {status}")));
-            }
-            serde_json::from_value(v).map_err(|e| Fail::new("upstream", format!("the signal source's answer: {e}")))?
-        }
-    };
-    signals::check(door, &s).map_err(|e| Fail::new("upstream", e))?;
-    let mut s = s;
-    // The configured order, so tables and ties read the same every run.
-    s.components.sort_by_key(|c| door.components.iter().position(|d| d.name == c.component));
-    Ok(s)
+fn optional_f64(r: &Row, col: &str) -> std::result::Result<Option<f64>, StoreError> {
+    match r.value(col)? {
+        Value::Null => Ok(None),
+        _ => r.f64(col).map(Some),
+    }
 }
 
+/// Steps 1 and 2 for a door whose signals are SQL views: the signal view,
+/// its acute view and every auxiliary view in one statement, so the
+/// database is asked once.
+async fn read_views(sql: &Sql, door: &Door, view: &str, acute: Option<&str>) -> Result<(Signals, Vec<AuxRow>)> {
+    const REAL: &str = "DOUBLE PRECISION";
+    let mut parts = vec![format!(
+        "SELECT 's' AS part, component AS name, CAST(raw AS {REAL}) AS raw, CAST(normalised AS {REAL}) AS normalised,
+                CAST(weight AS {REAL}) AS weight, CAST(contribution AS {REAL}) AS contribution, CAST(NULL AS BIGINT) AS at_ms
+         FROM {view}"
+    )];
+    if let Some(a) = acute {
+        parts.push(format!("SELECT 'a', name, NULL, NULL, NULL, NULL, CAST(at_ms AS BIGINT) FROM {a}"));
+    }
+    for a in &door.auxiliary {
+        parts.push(format!(
+            "SELECT 'x', name, CAST(raw AS {REAL}), CAST(normalised AS {REAL}), NULL, NULL, NULL FROM {}",
+            a.view
+        ));
+    }
+    let (mut s, mut aux) = (Signals { components: Vec::new(), acute: Vec::new(), facts: J::Null }, Vec::new());
+    for r in sql.query(&parts.join("\nUNION ALL\n"), &[]).await? {
+        match r.text("part")?.as_str() {
+            "s" => s.components.push(Component {
+                component: r.text("name")?,
+                raw: optional_f64(&r, "raw")?,
+                normalised: r.f64("normalised")?,
+                weight: r.f64("weight")?,
+                contribution: r.f64("contribution")?,
+            }),
+            "a" => s.acute.push(Acute { name: r.text("name")?, at_ms: r.i64("at_ms")? }),
+            _ => aux.push(AuxRow {
+                name: r.text("name")?,
+                raw: optional_f64(&r, "raw")?,
+                normalised: r.f64("normalised")?,
+            }),
+        }
+    }
+    Ok((s, aux))
+}
+
+/// Step 1 for a door whose signals come over HTTP.
+async fn read_http_signals(url: &str) -> Result<Signals> {
+    let (status, v) = http_json("GET", url, &[], None).await?;
+    if status != 200 {
+        return Err(Fail::new("upstream", format!("the signal source answered {status}")));
+    }
+    serde_json::from_value(v).map_err(|e| Fail::new("upstream", format!("the signal source's answer: {e}")))
+}
+
+/// Step 2 for a door whose signals come over HTTP (its auxiliary signals
+/// are still views here).
 async fn read_aux(sql: &Sql, door: &Door) -> Result<Vec<AuxRow>> {
     let mut out = Vec::new();
     for a in &door.auxiliary {
         for r in sql.query(&format!("SELECT name, raw, normalised FROM {}", a.view), &[]).await? {
-            out.push(AuxRow {
-                name: r.text("name")?,
-                raw: match r.value("raw")? {
-                    Value::Null => None,
-                    _ => Some(r.f64("raw")?),
-                },
-                normalised: r.f64("normalised")?,
-            });
+            out.push(AuxRow { name: r.text("name")?, raw: optional_f64(&r, "raw")?, normalised: r.f64("normalised")? });
         }
     }
     Ok(out)
+}
+
+/// Steps 1 and 2, with the source contract checked and the components in
+/// the configured order, so tables and ties read the same every run.
+async fn read_sources(sql: &Sql, door: &Door, trace: &mut Trace) -> Result<(Signals, Vec<AuxRow>)> {
+    let t = Instant::now();
+    let (mut s, aux) = match &door.signals {
+        SignalSource::Sql { view, acute_view } => {
+            let (s, aux) = read_views(sql, door, view, acute_view.as_deref()).await?;
+            signals::check(door, &s).map_err(|e| Fail::new("upstream", e))?;
+            trace.push("1", t, format!("{} components, {} acute events", s.components.len(), s.acute.len()));
+            trace.push_timed("2", Duration::ZERO, format!("{} auxiliary rows, read with step 1", aux.len()));
+            (s, aux)
+        }
+        SignalSource::Http { url } => {
+            let s = read_http_signals(url).await?;
+            signals::check(door, &s).map_err(|e| Fail::new("upstream", e))?;
+            trace.push("1", t, format!("{} components, {} acute events", s.components.len(), s.acute.len()));
+            let t = Instant::now();
+            let aux = read_aux(sql, door).await?;
+            trace.push("2", t, format!("{} auxiliary rows", aux.len()));
+            (s, aux)
+        }
+    };
+    s.components.sort_by_key(|c| door.components.iter().position(|d| d.name == c.component));
+    Ok((s, aux))
 }
 
 /// Step 0.5: snoozed recs whose time is up are open again (D-032).
@@ -369,25 +402,22 @@ async fn patch_status(
     Ok(())
 }
 
-/// Step 0.7 for a store in this database: one read joins each recent
-/// artifact to its rec, and only the artifacts that disagree are patched.
+/// Step 0.7 for a store in this database: one read joins the recent
+/// artifacts to their recs and returns only those that disagree, which are
+/// patched.
 async fn reconcile_here(sql: &Sql, door: &Door, now: i64) -> std::result::Result<String, StoreError> {
     let rows = sql
         .query(
-            "SELECT a.path, r.status AS store_status, CASE WHEN a.status <> r.status THEN a.markdown END AS stale
+            "SELECT a.path, r.status AS store_status, a.markdown
              FROM rx_artifacts a JOIN rx_recs r ON r.id = a.rec_id
-             WHERE a.door = $1 AND a.kind = 'rec' AND a.created_ms > $2",
+             WHERE a.door = $1 AND a.kind = 'rec' AND a.created_ms > $2 AND a.status <> r.status",
             &[door.name.as_str().into(), (now - RECONCILE_WINDOW_MS).into()],
         )
         .await?;
-    let mut patched = 0;
     for r in &rows {
-        if let Some(md) = r.opt_text("stale")? {
-            patch_status(sql, &r.text("path")?, &md, &r.text("store_status")?, now).await?;
-            patched += 1;
-        }
+        patch_status(sql, &r.text("path")?, &r.text("markdown")?, &r.text("store_status")?, now).await?;
     }
-    Ok(format!("{patched} of {} artifacts patched", rows.len()))
+    Ok(format!("artifacts patched: {}", rows.len()))
 }
 
 /// Step 0.7 for an external store: each recent artifact that is not yet
@@ -439,13 +469,74 @@ pub struct Begin {
 
 /// Steps 0.5–5 under the door's lock. A dedup ends the run here (the lock
 /// is released); otherwise the answer carries the claim `finish` needs.
+///
+/// When every step up to 4 stays in this database (SQL signals, a local or
+/// markdown store), the lock, steps 0.5–4 and a dedup's confirmation are
+/// one transaction: a run absorbed by a prior pays one commit. An HTTP
+/// signal source or store is never called inside a transaction, so those
+/// doors take the lock in one transaction and write a confirmation in
+/// another.
 pub async fn begin(r: Begin) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
     let door = load_door(sql, &r.door).await?;
-    let opened = acquire(sql, &door, r.now_ms).await?;
-    let claim = opened.claim.clone();
-    let out = run_to_dedup(sql, &door, opened, r.now_ms).await;
+    let now = r.now_ms;
+    let claim = random_hex(8);
+    if matches!(door.signals, SignalSource::Sql { .. }) && !matches!(door.store, Store::Http { .. }) {
+        return with_door(&door, async || {
+            let out = sql
+                .transaction(async |sql: &Sql| {
+                    if !try_claim(sql, &door, &claim).await? {
+                        return Ok(None);
+                    }
+                    let mut trace = Trace::default();
+                    let steps = local_steps(sql, &door, now).await?;
+                    trace.push_timed("0.5", steps.revive.0, steps.revive.1);
+                    let (took, outcome) = steps.reconcile.unwrap_or((Duration::ZERO, "nothing to reconcile".into()));
+                    trace.push_timed("0.7", took, outcome);
+                    match assess(sql, &door, now, &mut trace).await {
+                        Ok(a) => Ok(Some(Ok(conclude(sql, &door, &claim, a, trace, now).await?))),
+                        // Steps 0.5 and 0.7 stand; the door is free again.
+                        Err(f) => {
+                            sql.execute(
+                                "DELETE FROM rx_locks WHERE door = $1 AND claim = $2",
+                                &[door.name.as_str().into(), claim.as_str().into()],
+                            )
+                            .await?;
+                            Ok(Some(Err(f)))
+                        }
+                    }
+                })
+                .await?;
+            out.transpose()
+        })
+        .await;
+    }
+    let steps = with_door(&door, async || {
+        Ok(sql
+            .transaction(async |sql: &Sql| match try_claim(sql, &door, &claim).await? {
+                true => local_steps(sql, &door, now).await.map(Some),
+                false => Ok(None),
+            })
+            .await?)
+    })
+    .await?;
+    let out = async {
+        let mut trace = Trace::default();
+        trace.push_timed("0.5", steps.revive.0, steps.revive.1);
+        match (&door.store, steps.reconcile) {
+            (Store::Http { url }, _) => {
+                let t = Instant::now();
+                let outcome = reconcile_remote(sql, &door, url, now).await?;
+                trace.push("0.7", t, outcome);
+            }
+            (_, Some((took, outcome))) => trace.push_timed("0.7", took, outcome),
+            (_, None) => trace.push_timed("0.7", Duration::ZERO, "nothing to reconcile"),
+        }
+        let a = assess(sql, &door, now, &mut trace).await?;
+        Ok(sql.transaction(async |sql: &Sql| conclude(sql, &door, &claim, a, trace, now).await).await?)
+    }
+    .await;
     // A dedup released the door with its confirmation; a failure frees it here.
     if out.is_err() {
         release_lock(sql, &door.name, &claim).await?;
@@ -453,59 +544,70 @@ pub async fn begin(r: Begin) -> Result<J> {
     out
 }
 
-async fn run_to_dedup(sql: &Sql, door: &Door, opened: Opened, now: i64) -> Result<J> {
-    let claim = opened.claim.as_str();
-    let mut trace = Trace::default();
-    trace.push_timed("0.5", opened.revive.0, opened.revive.1);
-    match (&door.store, opened.reconcile) {
-        (Store::Http { url }, _) => {
-            let t = Instant::now();
-            let outcome = reconcile_remote(sql, door, url, now).await?;
-            trace.push("0.7", t, outcome);
-        }
-        (_, Some((took, outcome))) => trace.push_timed("0.7", took, outcome),
-        (_, None) => trace.push_timed("0.7", Duration::ZERO, "nothing to reconcile"),
-    }
-    let t = Instant::now();
-    let s = read_signals(sql, door).await?;
-    trace.push("1", t, format!("{} components, {} acute events", s.components.len(), s.acute.len()));
-    let t = Instant::now();
-    let aux = read_aux(sql, door).await?;
-    trace.push("2", t, format!("{} auxiliary rows", aux.len()));
+/// What steps 1–4 read and decided.
+struct Assessed {
+    signals: Signals,
+    aux: Vec<AuxRow>,
+    composite: signals::CompositeScore,
+    driving: String,
+    decision: Dedup,
+    /// When step 4 started, so its trace entry includes a confirmation.
+    step4: Instant,
+}
+
+/// Steps 1–4 up to the dedup decision; nothing is written.
+async fn assess(sql: &Sql, door: &Door, now: i64, trace: &mut Trace) -> Result<Assessed> {
+    let (s, aux) = read_sources(sql, door, trace).await?;
     let t = Instant::now();
     let c = signals::composite(door, &s, &aux).map_err(|e| Fail::new("upstream", e))?;
     trace.push("3", t, format!("drift {}", artifact::num(c.drift_score)));
-    let t = Instant::now();
+    let step4 = Instant::now();
     let driving = signals::driving(door, &s);
-    let priors = open_priors(sql, door).await?;
-    let decision = signals::dedup(&priors, &driving, c.drift_score, &s.acute, now);
-    if let Dedup::Same(prior) = decision {
-        let created_at = timestamp(now as u64);
-        let (tldr, md) = artifact::confirmation(door, &prior, c.drift_score, &driving, &created_at);
-        let path = sql
-            .transaction(async |sql: &Sql| {
-                let d = day(now);
-                let nn = next_nn(sql, &door.name, "no-change", &d).await?;
-                let path = artifact::confirmation_path(&door.title, &d, nn);
-                sql.execute(
-                    "INSERT INTO rx_artifacts (path, door, kind, day, nn, rec_id, status, driving_signal, drift_score, tldr, markdown, created_ms, updated_ms)
-                     VALUES ($1, $2, 'no-change', $3, $4, $5, 'no-change', $6, $7, $8, $9, $10, $10)",
-                    &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), prior.id.as_str().into(),
-                      driving.as_str().into(), c.drift_score.into(), tldr.as_str().into(), md.as_str().into(), now.into()],
-                )
-                .await?;
-                sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.name.as_str().into(), claim.into()])
-                    .await?;
-                Ok(path)
-            })
+    // Only a rec younger than the dedup window can absorb the run.
+    let recent = open_priors(sql, door, Some(now - signals::DEDUP_WINDOW_MS)).await?;
+    let decision = signals::dedup(&recent, &driving, c.drift_score, &s.acute, now);
+    Ok(Assessed { signals: s, aux, composite: c, driving, decision, step4 })
+}
+
+/// Step 4's outcome, inside the caller's transaction: a dedup writes the
+/// no-change confirmation and frees the door; a new rec goes on to step 5
+/// with the door still held.
+async fn conclude(
+    sql: &Sql,
+    door: &Door,
+    claim: &str,
+    a: Assessed,
+    mut trace: Trace,
+    now: i64,
+) -> std::result::Result<J, StoreError> {
+    let Assessed { signals: s, aux, composite: c, driving, decision, step4 } = a;
+    let why = match decision {
+        Dedup::Same(prior) => {
+            let (tldr, md) = artifact::confirmation(door, &prior, c.drift_score, &driving, &timestamp(now as u64));
+            let d = day(now);
+            let nn = next_nn(sql, &door.name, "no-change", &d).await?;
+            let path = artifact::confirmation_path(&door.title, &d, nn);
+            sql.execute(
+                "INSERT INTO rx_artifacts (path, door, kind, day, nn, rec_id, status, driving_signal, drift_score, tldr, markdown, created_ms, updated_ms)
+                 VALUES ($1, $2, 'no-change', $3, $4, $5, 'no-change', $6, $7, $8, $9, $10, $10)",
+                &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), prior.id.as_str().into(),
+                  driving.as_str().into(), c.drift_score.into(), tldr.as_str().into(), md.as_str().into(), now.into()],
+            )
             .await?;
-        trace.push("4", t, format!("no change: absorbed by {}; confirmation {path}", prior.id));
-        return Ok(
-            json!({"dedup": true, "path": path, "tldr": tldr, "rec_id": prior.id, "status": "no-change", "trace": trace.0}),
-        );
-    }
-    let Dedup::New(why) = decision else { unreachable!() };
-    trace.push("4", t, format!("new rec: {why}"));
+            sql.execute(
+                "DELETE FROM rx_locks WHERE door = $1 AND claim = $2",
+                &[door.name.as_str().into(), claim.into()],
+            )
+            .await?;
+            trace.push("4", step4, format!("no change: absorbed by {}; confirmation {path}", prior.id));
+            return Ok(json!({"dedup": true, "path": path, "tldr": tldr, "rec_id": prior.id, "status": "no-change",
+                             "trace": trace.0}));
+        }
+        Dedup::New(why) => why,
+    };
+    trace.push("4", step4, format!("new rec: {why}"));
+    // The frontmatter lists every open rec, however old.
+    let priors = open_priors(sql, door, None).await?;
     let t = Instant::now();
     let fired = signals::fired(door, &s);
     trace.push("5", t, driving.clone());
@@ -521,13 +623,15 @@ async fn run_to_dedup(sql: &Sql, door: &Door, opened: Opened, now: i64) -> Resul
 }
 
 /// The door's open recs, newest first, as their artifacts record them
-/// (reconciled a moment ago, so the store's word).
-async fn open_priors(sql: &Sql, door: &Door) -> Result<Vec<Prior>> {
+/// (reconciled a moment ago, so the store's word); with `since_ms`, only
+/// those created after it.
+async fn open_priors(sql: &Sql, door: &Door, since_ms: Option<i64>) -> std::result::Result<Vec<Prior>, StoreError> {
     let rows = sql
         .query(
             "SELECT path, rec_id, created_ms, driving_signal, drift_score FROM rx_artifacts
-             WHERE door = $1 AND kind = 'rec' AND status = 'open' ORDER BY created_ms DESC, nn DESC",
-            &[door.name.as_str().into()],
+             WHERE door = $1 AND kind = 'rec' AND status = 'open' AND created_ms > $2
+             ORDER BY created_ms DESC, nn DESC",
+            &[door.name.as_str().into(), since_ms.unwrap_or(i64::MIN).into()],
         )
         .await?;
     rows.iter()

@@ -151,7 +151,8 @@ pub enum Dedup {
 /// Step 4 (D-012): a prior open rec created less than 48 h ago, with the same
 /// driving signal and a drift within ±0.05, and no acute event since it was
 /// created, absorbs the run. `priors` are the door's open recs, newest
-/// first; the newest one that matches is named.
+/// first (the caller may leave out those older than the window); the
+/// newest one that matches is named.
 pub fn dedup(priors: &[Prior], driving: &str, drift: f64, acute: &[Acute], now_ms: i64) -> Dedup {
     let mut reasons = Vec::new();
     for p in priors {
@@ -177,7 +178,7 @@ pub fn dedup(priors: &[Prior], driving: &str, drift: f64, acute: &[Acute], now_m
         return Dedup::Same(p.clone());
     }
     if reasons.is_empty() {
-        reasons.push("no open rec".into());
+        reasons.push("no open rec younger than 48 h".into());
     }
     Dedup::New(reasons.join("; "))
 }
@@ -309,7 +310,7 @@ mod tests {
             Dedup::New(why) => assert!(why.contains("acute")),
             d => panic!("{d:?}"),
         }
-        assert_eq!(dedup(&[], "pace", 0.5, &[], now), Dedup::New("no open rec".into()));
+        assert_eq!(dedup(&[], "pace", 0.5, &[], now), Dedup::New("no open rec younger than 48 h".into()));
     }
 
     #[test]

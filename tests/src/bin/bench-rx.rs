@@ -65,6 +65,16 @@ fn report(name: &str, ms: &mut [f64], traces: &[Value]) {
         })
         .collect();
     println!("  step medians (ms): {}", line.join(", "));
+    let mut server: Vec<f64> =
+        traces.iter().filter_map(|t| t.as_array()?.iter().find(|s| s["step"] == "11")?["took_ms"].as_f64()).collect();
+    server.sort_by(f64::total_cmp);
+    if !server.is_empty() {
+        println!(
+            "  server side (the run's own took_ms): p50={:.1} ms p95={:.1} ms",
+            percentile(&server, 0.5),
+            percentile(&server, 0.95)
+        );
+    }
 }
 
 fn main() {

@@ -13,6 +13,6 @@ pub mod router;
 pub mod social;
 pub mod topic;
 pub mod triage;
-mod words;
+pub mod words;
 
 pub use mode::Mode;

@@ -566,3 +566,55 @@ fn an_external_store_takes_the_rec_and_reconcile_reads_it_back() {
         call(&app, "POST", "/rx/coach", None, Some(t0 + 2_000)).assert_error(502, "upstream");
     }
 }
+
+/// A door whose signals are views runs steps 0.5–4 in one transaction
+/// (D-R8): concurrent runs stay sequential, and a view that breaks after the
+/// door was configured fails the run with a clear error and leaves the door
+/// free.
+#[test]
+fn view_doors_run_in_one_transaction() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = std::sync::Arc::new(start(&b, None, None, false));
+        let t0 = now_ms();
+        let obs = json!({"observations": [
+            {"kind": "checkin", "energy": 2, "sleep": 2},
+            {"kind": "workout", "type": "strength", "minutes": 40, "hard_lower": true}
+        ]});
+        ok(call(&app, "POST", "/rx/fitness/observations", Some(obs), Some(t0)), 201);
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                let app = app.clone();
+                std::thread::spawn(move || run(&app, "fitness", t0))
+            })
+            .collect();
+        let results: Vec<Value> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(results.iter().filter(|r| r["status"] == "open").count(), 1, "one rec for one state: {results:?}");
+        let mut paths: Vec<&str> = results.iter().map(|r| r["path"].as_str().unwrap()).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), 4, "every artifact has its own NN: {results:?}");
+
+        let sql = |stmt: &str| match &b.pg {
+            Some(db) => db.client().batch_execute(stmt).unwrap(),
+            None => {
+                rusqlite::Connection::open(app.state.path().join("sqlite_db.db")).unwrap().execute_batch(stmt).unwrap()
+            }
+        };
+        let view = "CREATE VIEW v_fragile AS
+                    SELECT 'a' AS component, x AS raw, x AS normalised, 1.0 AS weight, x AS contribution FROM fragile_src";
+        sql("CREATE TABLE fragile_src (x DOUBLE PRECISION); INSERT INTO fragile_src VALUES (0.8);");
+        sql(view);
+        let config = json!({"name": "fragile", "title": "Fragile", "components": [{"name": "a", "weight": 1.0}],
+                            "signals": {"kind": "sql", "view": "v_fragile"}, "composite": {"kind": "flat"},
+                            "store": {"kind": "local"}});
+        ok(call(&app, "PUT", "/rx/doors/fragile", Some(config), None), 200);
+        sql("DROP VIEW v_fragile");
+        let r = call(&app, "POST", "/rx/fragile", None, Some(t0));
+        r.assert_error(502, "upstream");
+        assert!(r.body.contains("v_fragile"), "{}", r.body);
+        sql(view);
+        let again = run(&app, "fragile", t0 + 1_000);
+        assert_eq!(again["status"], "open", "the door was left free: {again}");
+    }
+}

@@ -304,7 +304,17 @@ async fn read_views(sql: &Sql, door: &Door, view: &str, acute: Option<&str>) -> 
         ));
     }
     let (mut s, mut aux) = (Signals { components: Vec::new(), acute: Vec::new(), facts: J::Null }, Vec::new());
-    for r in sql.query(&parts.join("\nUNION ALL\n"), &[]).await? {
+    // A view that broke after the door was configured is the signal
+    // source failing, as an HTTP source answering 500 would be.
+    let rows = sql.query(&parts.join("\nUNION ALL\n"), &[]).await.map_err(|e| {
+        let views: Vec<&str> =
+            [view].into_iter().chain(acute).chain(door.auxiliary.iter().map(|a| a.view.as_str())).collect();
+        Fail::new(
+            "upstream",
+            format!("the signal views of door `{}` ({}) failed: {}", door.name, views.join(", "), e.message),
+        )
+    })?;
+    for r in rows {
         match r.text("part")?.as_str() {
             "s" => s.components.push(Component {
                 component: r.text("name")?,
@@ -496,15 +506,20 @@ pub async fn begin(r: Begin) -> Result<J> {
                     trace.push_timed("0.7", took, outcome);
                     match assess(sql, &door, now, &mut trace).await {
                         Ok(a) => Ok(Some(Ok(conclude(sql, &door, &claim, a, trace, now).await?))),
-                        // Steps 0.5 and 0.7 stand; the door is free again.
-                        Err(f) => {
-                            sql.execute(
+                        // Steps 0.5 and 0.7 stand and the door is free again; if
+                        // the failure broke the transaction (Postgres refuses
+                        // every later statement), it all rolls back with the
+                        // original failure.
+                        Err(f) => match sql
+                            .execute(
                                 "DELETE FROM rx_locks WHERE door = $1 AND claim = $2",
                                 &[door.name.as_str().into(), claim.as_str().into()],
                             )
-                            .await?;
-                            Ok(Some(Err(f)))
-                        }
+                            .await
+                        {
+                            Ok(_) => Ok(Some(Err(f))),
+                            Err(_) => Err(as_store_error(f)),
+                        },
                     }
                 })
                 .await?;
@@ -542,6 +557,13 @@ pub async fn begin(r: Begin) -> Result<J> {
         release_lock(sql, &door.name, &claim).await?;
     }
     out
+}
+
+/// A failure carried through a transaction's rollback, its code kept when
+/// it is one a store error can have.
+fn as_store_error(f: Fail) -> StoreError {
+    const CODES: [&str; 6] = ["bad-sql", "decode", "store-unavailable", "access-denied", "conflict", "upstream"];
+    StoreError::new(CODES.into_iter().find(|c| *c == f.code).unwrap_or("internal"), f.message)
 }
 
 /// What steps 1–4 read and decided.

@@ -5,7 +5,7 @@
 //! chunk. Routes pick a different script by a marker in the request body
 //! (the triage prompt's wording, say), so one server plays every model call.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -93,37 +93,7 @@ fn serve(
     routes: &Mutex<Vec<(String, Script)>>,
     log: &Mutex<Vec<String>>,
 ) {
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let body = loop {
-        let n = s.read(&mut buf).unwrap_or(0);
-        got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got).to_string();
-        if let Some(head) = text.find("\r\n\r\n") {
-            if text[..head].to_ascii_lowercase().contains("transfer-encoding: chunked") {
-                if text.ends_with("0\r\n\r\n") {
-                    break dechunk(&text[head + 4..]);
-                }
-                if n == 0 {
-                    return;
-                }
-                continue;
-            }
-            let len = text[..head]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase().strip_prefix("content-length:").and_then(|v| v.trim().parse::<usize>().ok())
-                })
-                .unwrap_or(0);
-            if got.len() >= head + 4 + len {
-                break text[head + 4..].to_string();
-            }
-        }
-        if n == 0 {
-            return;
-        }
-    };
+    let Some((_, body)) = crate::wire::read_request(&mut s) else { return };
     log.lock().unwrap().push(body.clone());
     let chosen = routes.lock().unwrap().iter().find(|(m, _)| body.contains(m.as_str())).map(|(_, s)| s.clone());
     let Script { reply, delay, status, chunk_delay } = chosen.unwrap_or_else(|| script.lock().unwrap().clone());
@@ -163,18 +133,4 @@ fn serve(
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}",
         payload.len()
     );
-}
-
-/// A chunked HTTP/1.1 body, decoded.
-pub fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].trim_start_matches("\r\n");
-    }
-    out
 }

@@ -5,10 +5,9 @@
 //! request is recorded with its headers.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -60,37 +59,7 @@ impl JsonServer {
 }
 
 fn serve(mut s: std::net::TcpStream, answers: &Mutex<HashMap<String, (u16, String)>>, log: &Mutex<Vec<Recorded>>) {
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let (head, body) = loop {
-        let n = s.read(&mut buf).unwrap_or(0);
-        got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got).to_string();
-        if let Some(end) = text.find("\r\n\r\n") {
-            if text[..end].to_ascii_lowercase().contains("transfer-encoding: chunked") {
-                if text.ends_with("0\r\n\r\n") {
-                    break (text[..end].to_string(), crate::fake_model::dechunk(&text[end + 4..]));
-                }
-                if n == 0 {
-                    return;
-                }
-                continue;
-            }
-            let len = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase().strip_prefix("content-length:").and_then(|v| v.trim().parse().ok())
-                })
-                .unwrap_or(0usize);
-            if got.len() >= end + 4 + len {
-                break (text[..end].to_string(), text[end + 4..end + 4 + len].to_string());
-            }
-        }
-        if n == 0 {
-            return;
-        }
-    };
+    let Some((head, body)) = crate::wire::read_request(&mut s) else { return };
     let mut lines = head.lines();
     let first: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
     let (method, path) =

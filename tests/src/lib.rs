@@ -6,8 +6,10 @@
 //! key namespace. A missing service fails the test with the command that
 //! starts it; nothing is skipped.
 
+pub mod bench;
 pub mod fake_model;
 pub mod json_server;
+pub mod wire;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;

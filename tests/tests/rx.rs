@@ -160,13 +160,23 @@ fn doors_observations_and_bad_input() {
             201,
         );
         assert_eq!(fine["ids"].as_array().unwrap().len(), 2);
-        // A door configuration is checked before it is stored.
-        let bad = json!({"name": "x", "title": "X", "components": [{"name": "a", "weight": 1.0}],
-                         "signals": {"kind": "sql", "view": "v_missing"}, "composite": {"kind": "flat"}, "store": {"kind": "local"}});
-        call(&app, "PUT", "/rx/doors/x", Some(bad.clone()), None).assert_error(400, "invalid");
-        let mut titled = bad.clone();
+        // A door configuration is checked before it is stored: a view that
+        // does not answer, a title that would make a path, a name with path
+        // characters (each otherwise a configuration that is accepted).
+        let good = json!({"name": "x", "title": "X", "components": [{"name": "a", "weight": 1.0}],
+                          "signals": {"kind": "sql", "view": "v_drift_signals"}, "composite": {"kind": "flat"}, "store": {"kind": "local"}});
+        let mut bad = good.clone();
+        bad["signals"]["view"] = json!("v_missing");
+        call(&app, "PUT", "/rx/doors/x", Some(bad), None).assert_error(400, "invalid");
+        let mut titled = good.clone();
         titled["title"] = json!("../X");
         call(&app, "PUT", "/rx/doors/x", Some(titled), None).assert_error(400, "invalid");
+        for name in ["fit.ness", "..%2Fx", "X"] {
+            let mut named = good.clone();
+            named["name"] = json!(name);
+            call(&app, "PUT", &format!("/rx/doors/{name}"), Some(named), None).assert_error(404, "not-found");
+        }
+        ok(call(&app, "PUT", "/rx/doors/x", Some(good), None), 200);
         // The rec store's ingest has its own token: unset answers 503.
         app.request("POST", "/v1/rx/recs", &[("x-rx-ingest-token", "anything")], Some(b"{}"))
             .assert_error(503, "not-configured");
@@ -326,13 +336,18 @@ fn dedup_at_its_boundaries() {
         new(&b2);
         dismiss(&app, a["rec_id"].as_str().unwrap());
         dismiss(&app, b2["rec_id"].as_str().unwrap());
+        // Dismissed is terminal too: no snooze, no second disposition.
+        let gone = format!("/v1/rx/recs/{}", a["rec_id"].as_str().unwrap());
+        call(&app, "POST", &format!("{gone}/snooze"), Some(json!({"days": 1})), None).assert_error(409, "terminal");
+        call(&app, "POST", &format!("{gone}/disposition"), Some(json!({"disposition": "skipped"})), None)
+            .assert_error(409, "terminal");
 
-        // Drift: 0.0501 away is a new rec.
+        // Drift: 0.0501 away (0.5 → 0.5501, pace still driving) is a new rec.
         let t1 = t0 + 3 * DAY;
         signals(&server, 0.8, 0.2, json!([]));
         let c = run(&app, "coach", t1);
         new(&c);
-        signals(&server, 0.9, 0.3002, json!([]));
+        signals(&server, 0.8, 0.3002, json!([]));
         let d = run(&app, "coach", t1 + HOUR);
         new(&d);
         assert!(d["trace"][5]["outcome"].as_str().unwrap().contains("differs by more than 0.05"), "{d}");
@@ -479,9 +494,19 @@ fn the_model_writes_narrative_only() {
         call(&app, "POST", "/rx/coach", None, Some(t0)).assert_error(502, "model-draft-rejected");
         assert_eq!(model.requests_with(COMPOSE).len(), 2);
         assert!(model.requests_with(COMPOSE)[1].contains("D-011"), "the retry says why");
-        // A missing accept condition (D-008) is rejected the same way.
+        // A missing accept condition (D-008) is rejected the same way, and so
+        // is a draft with no counter-thesis at all: each asked again once.
         model.route(COMPOSE, draft("Pace contributes 0.4.", ""));
         call(&app, "POST", "/rx/coach", None, Some(t0)).assert_error(502, "model-draft-rejected");
+        assert_eq!(model.requests_with(COMPOSE).len(), 4);
+        assert!(model.requests_with(COMPOSE)[3].contains("D-008"), "the retry says why");
+        let bare = json!({"tldr": "Pace drives the drift.", "seeing": "Pace is high.", "recommendation": "Book the sessions.",
+                          "why": "Pace leads."});
+        model.route(COMPOSE, Script { reply: bare.to_string(), ..Default::default() });
+        let r = call(&app, "POST", "/rx/coach", None, Some(t0));
+        r.assert_error(502, "model-draft-rejected");
+        assert!(r.body.contains("D-008"), "{}", r.body);
+        assert_eq!(model.requests_with(COMPOSE).len(), 6);
         assert!(recs(&app, "coach").is_empty());
         assert_eq!(ok(call(&app, "GET", "/rx/coach/artifacts", None, None), 200)["artifacts"], json!([]));
         // A good draft: the model's narrative with the code's numbers.
@@ -555,15 +580,29 @@ fn an_external_store_takes_the_rec_and_reconcile_reads_it_back() {
         // The external store says it was acted on: the next run patches the file.
         server.set("GET", "/v1/rx/recs/ext-1", 200, &json!({"id": "ext-1", "status": "acted"}));
         let next = run(&app, "coach", t0 + 1_000);
-        assert!(next["trace"][1]["outcome"].as_str().unwrap().starts_with("1 of 1"), "{next}");
+        assert!(next["trace"][1]["outcome"].as_str().unwrap().starts_with("artifacts patched: 1 of 1"), "{next}");
         assert_eq!(server.requests("GET", "/v1/rx/recs/ext-1")[0].headers["authorization"], "Bearer external-read-key");
         let arts = ok(call(&app, "GET", "/rx/coach/artifacts", None, None), 200)["artifacts"].clone();
         let first = arts.as_array().unwrap().iter().find(|a| a["rec_id"] == "ext-1").unwrap();
         assert_eq!(first["status"], "acted");
-        // A store that refuses: the artifact stays, the run says so.
+        // A store that refuses: the artifact stays without a store id, the
+        // run says so, and the door is free for the next run, which the
+        // refused rec (in no store) does not absorb.
         server.set("POST", "/v1/rx/recs", 401, &json!({"error": {"code": "unauthorized", "message": "no"}}));
         signals(&server, 0.1, 0.9, json!([]));
         call(&app, "POST", "/rx/coach", None, Some(t0 + 2_000)).assert_error(502, "upstream");
+        let arts = ok(call(&app, "GET", "/rx/coach/artifacts", None, None), 200)["artifacts"].clone();
+        let kept: Vec<&Value> =
+            arts.as_array().unwrap().iter().filter(|a| a["kind"] == "rec" && a["rec_id"].is_null()).collect();
+        assert_eq!(kept.len(), 1, "{arts}");
+        assert!(kept[0]["path"].as_str().unwrap().starts_with("Coach/rx/rx-"), "{arts}");
+        server.set("POST", "/v1/rx/recs", 201, &json!({"id": "ext-9"}));
+        let retried = run(&app, "coach", t0 + 3_000);
+        assert_eq!(
+            (retried["rec_id"].as_str(), retried["status"].as_str()),
+            (Some("ext-9"), Some("open")),
+            "{retried}"
+        );
     }
 }
 

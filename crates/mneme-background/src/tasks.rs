@@ -5,7 +5,7 @@
 //! surfaced after cycle 2 or when coverage jumps by more than 15 points.
 
 use mneme_conversation::act::Limits;
-use mneme_conversation::words::words;
+use mneme_conversation::words::{jaccard, words};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -16,7 +16,7 @@ pub const JITTER: f64 = 0.30;
 /// A task older than this expires (design: `max_age`; the value is the
 /// reference implementation's 14 days, D-B2).
 pub const MAX_AGE_MS: i64 = 14 * 24 * 3_600_000;
-/// Tasks that may be active (pending or running) at once.
+/// Tasks that may be open (neither terminal nor paused) at once.
 pub const MAX_ACTIVE: usize = 5;
 /// Progress is surfaced after this cycle…
 pub const SURFACE_AFTER_CYCLE: u32 = 2;
@@ -59,46 +59,69 @@ pub fn expired(created_ms: i64, now_ms: i64) -> bool {
     now_ms - created_ms > MAX_AGE_MS
 }
 
-/// A task's state (design: PENDING → RUNNING → COMPLETED, and EXPIRED).
-/// The principal may also cancel a task that has not finished.
+/// A task's state, as the `persistent_tasks` table and the ACT loop's
+/// `persistent_task` skill already write it (the reference's names). The
+/// design's PENDING is `accepted` (or `proposed`, awaiting the principal),
+/// its RUNNING is `in_progress`, and EXPIRED is `expired`; `paused` and
+/// `cancelled` are the principal's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
-    Pending,
-    Running,
+    Proposed,
+    Accepted,
+    InProgress,
+    Paused,
     Completed,
-    Expired,
     Cancelled,
+    Expired,
 }
 
 impl State {
+    pub const ALL: [State; 7] = [
+        State::Proposed,
+        State::Accepted,
+        State::InProgress,
+        State::Paused,
+        State::Completed,
+        State::Cancelled,
+        State::Expired,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
-            State::Pending => "pending",
-            State::Running => "running",
+            State::Proposed => "proposed",
+            State::Accepted => "accepted",
+            State::InProgress => "in_progress",
+            State::Paused => "paused",
             State::Completed => "completed",
-            State::Expired => "expired",
             State::Cancelled => "cancelled",
+            State::Expired => "expired",
         }
     }
 
     pub fn parse(s: &str) -> Option<State> {
-        [State::Pending, State::Running, State::Completed, State::Expired, State::Cancelled]
-            .into_iter()
-            .find(|x| x.as_str() == s)
+        State::ALL.into_iter().find(|x| x.as_str() == s)
     }
 
-    /// Pending and running tasks are active; the rest are final.
-    pub fn active(self) -> bool {
-        matches!(self, State::Pending | State::Running)
+    /// Completed, cancelled and expired tasks never change again.
+    pub fn terminal(self) -> bool {
+        matches!(self, State::Completed | State::Cancelled | State::Expired)
+    }
+
+    /// Whether the worker may run a cycle of a task in this state.
+    pub fn runnable(self) -> bool {
+        matches!(self, State::Accepted | State::InProgress)
     }
 
     /// Whether the state machine allows `self → to`.
     pub fn allows(self, to: State) -> bool {
+        use State::*;
         matches!(
             (self, to),
-            (State::Pending, State::Running | State::Expired | State::Cancelled)
-                | (State::Running, State::Completed | State::Expired | State::Cancelled)
+            (Proposed, Accepted | Cancelled)
+                | (Accepted, InProgress | Cancelled | Expired)
+                | (InProgress, Completed | Paused | Cancelled | Expired)
+                | (Paused, InProgress | Cancelled | Expired)
         )
     }
 }
@@ -179,17 +202,6 @@ impl std::fmt::Display for Rejection {
             Rejection::LowConfidence(c) => write!(f, "confidence {c} is not above {MIN_CONFIDENCE}"),
         }
     }
-}
-
-/// Word-set Jaccard similarity of two step descriptions.
-pub fn jaccard(a: &str, b: &str) -> f64 {
-    let a: BTreeSet<String> = words(a).into_iter().collect();
-    let b: BTreeSet<String> = words(b).into_iter().collect();
-    let union = a.union(&b).count();
-    if union == 0 {
-        return 1.0;
-    }
-    a.intersection(&b).count() as f64 / union as f64
 }
 
 /// Kahn's algorithm: the steps in a dependency order, or the ids left on a
@@ -376,14 +388,20 @@ mod tests {
 
     #[test]
     fn the_state_machine() {
-        assert!(State::Pending.allows(State::Running));
-        assert!(State::Running.allows(State::Completed));
-        assert!(!State::Pending.allows(State::Completed));
-        assert!(!State::Completed.allows(State::Cancelled));
-        assert!(!State::Expired.allows(State::Running));
-        assert!(State::Running.allows(State::Cancelled));
-        assert_eq!(State::parse("running"), Some(State::Running));
-        assert_eq!(State::parse("RUNNING"), None);
+        use State::*;
+        assert!(Accepted.allows(InProgress) && InProgress.allows(Completed));
+        assert!(!Accepted.allows(Completed), "a task runs before it completes");
+        assert!(!Proposed.allows(InProgress), "a proposed task waits for the principal");
+        for t in [Completed, Cancelled, Expired] {
+            assert!(t.terminal());
+            assert!(State::ALL.iter().all(|&to| !t.allows(to)), "{t:?} is final");
+        }
+        assert!(Paused.allows(InProgress) && InProgress.allows(Paused));
+        assert!(Accepted.runnable() && InProgress.runnable() && !Paused.runnable() && !Proposed.runnable());
+        for st in State::ALL {
+            assert_eq!(State::parse(st.as_str()), Some(st));
+        }
+        assert_eq!(State::parse("IN_PROGRESS"), None);
     }
 
     #[test]
@@ -460,6 +478,10 @@ mod tests {
         p.steps =
             (0..9).map(|i| step(&format!("s{i}"), &format!("Distinct step number {i} does thing{i}"), &[])).collect();
         assert_eq!(validate(&p), Err(Rejection::StepCount(9)));
+        p.steps.truncate(8);
+        assert!(validate(&p).is_ok());
+        p.steps.truncate(2);
+        assert!(validate(&p).is_ok());
     }
 
     #[test]
@@ -496,7 +518,7 @@ mod tests {
     #[test]
     fn the_cycle_loop_is_the_designs() {
         let l = loop_limits();
-        assert_eq!((l.max_iterations, l.cumulative_timeout_ms), (5, 1_800_000));
+        assert_eq!((l.max_iterations, l.cumulative_timeout_ms, l.fatigue_budget), (5, 1_800_000, 15.0));
         assert_eq!(l.fatigue_growth_rate, Limits::default().fatigue_growth_rate);
     }
 }

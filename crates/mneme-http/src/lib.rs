@@ -52,7 +52,7 @@ impl ApiError {
             "upstream" | "model-draft-rejected" => StatusCode::BAD_GATEWAY,
             "invalid" | "bad-request" => StatusCode::BAD_REQUEST,
             "not-found" => StatusCode::NOT_FOUND,
-            "store-unavailable" | "model-unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable" | "model-unavailable" | "not-configured" => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, code, message)
@@ -252,6 +252,7 @@ mod tests {
     #[test]
     fn stage_codes_map_to_statuses() {
         assert_eq!(ApiError::from_stage("store-unavailable", "x").status, 503);
+        assert_eq!(ApiError::from_stage("not-configured", "x").status, 503);
         assert_eq!(ApiError::from_stage("conflict", "x").status, 409);
         assert_eq!(ApiError::from_stage("bad-sql", "x").status, 500);
     }

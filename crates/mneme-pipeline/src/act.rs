@@ -520,9 +520,6 @@ async fn focus(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> Re
     }
 }
 
-/// Days a persistent task lives before it expires.
-pub const TASK_LIFETIME_DAYS: u64 = 14;
-
 async fn persistent_task(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
     match s(p, "action").unwrap_or("list") {
         "create" => {
@@ -538,7 +535,7 @@ async fn persistent_task(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<Stri
             sql.execute(
                 "INSERT INTO persistent_tasks (id, goal, status, priority, origin, coverage, progress, created_ms, updated_ms, expires_ms) \
                  VALUES ($1, $2, 'accepted', $3, 'user', 0, '{}', $4, $4, $5)",
-                &[id.as_str().into(), goal.into(), Value::Int(priority), Value::Int(now as i64), Value::Int((now + TASK_LIFETIME_DAYS * 86_400_000) as i64)],
+                &[id.as_str().into(), goal.into(), Value::Int(priority), Value::Int(now as i64), Value::Int(now as i64 + mneme_background::tasks::MAX_AGE_MS)],
             )
             .await?;
             Ok(format!("created task {id}: {goal}"))

@@ -95,6 +95,9 @@ pub fn embed(text: &str) -> Result<Vec<f32>> {
     embed_many(&[text.to_string()])?.pop().ok_or_else(|| Fail::new("embedding-failed", "no embedding returned"))
 }
 
+/// Dimensions of an all-MiniLM-L6-v2 embedding.
+pub const EMBEDDING_DIM: usize = 384;
+
 /// How long a search query's embedding is kept.
 pub const QUERY_EMBEDDING_TTL_MS: u64 = 30 * 86_400_000;
 
@@ -104,12 +107,13 @@ pub const QUERY_EMBEDDING_TTL_MS: u64 = 30 * 86_400_000;
 pub async fn query_embedding(kv: &mneme_store::Kv, text: &str) -> Result<Vec<f32>> {
     let key = format!("qemb:{}", mneme_knowledge::text::content_hash(text));
     if let Some(b) = kv.get(&key).await?
-        && b.len() == 384 * 4
+        && b.len() == EMBEDDING_DIM * 4
     {
         return Ok(bytes_f32(&b));
     }
     let e = embed(text)?;
-    kv.set(&key, &f32_bytes(&e), Some(QUERY_EMBEDDING_TTL_MS)).await?;
+    // The cache only saves time: a write that fails leaves the search whole.
+    let _ = kv.set(&key, &f32_bytes(&e), Some(QUERY_EMBEDDING_TTL_MS)).await;
     Ok(e)
 }
 

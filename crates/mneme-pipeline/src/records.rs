@@ -81,18 +81,7 @@ pub async fn gists(kv: &Kv, topic: &str, now_ms: u64) -> Result<Vec<StoredGist>>
     Ok(out)
 }
 
-fn word_set(s: &str) -> std::collections::BTreeSet<String> {
-    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
-}
-
-/// Word-level Jaccard similarity.
-pub fn jaccard(a: &str, b: &str) -> f64 {
-    let (a, b) = (word_set(a), word_set(b));
-    if a.is_empty() && b.is_empty() {
-        return 1.0;
-    }
-    a.intersection(&b).count() as f64 / a.union(&b).count() as f64
-}
+pub use mneme_conversation::words::jaccard;
 
 /// What happened to a gist offered for storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -22,13 +22,18 @@ use spin_sdk::http::body::IncomingBodyExt;
 use std::time::{Duration, Instant};
 
 /// A run holds its door this long at most (a crashed run frees it then).
-pub const LOCK_LEASE_MS: i64 = 60_000;
+/// Longer than the slowest run that does not crash: two composing calls of
+/// up to 30 s each, the evidence search, and reconcile's budget.
+pub const LOCK_LEASE_MS: i64 = 180_000;
 /// A run waits this long for a busy door before answering 409.
 pub const LOCK_WAIT_MS: u64 = 15_000;
 /// Outbound calls (signal sources, external stores) give up after this.
 pub const HTTP_TIMEOUT_MS: u64 = 5_000;
 /// Reconcile looks at artifacts this recent.
 pub const RECONCILE_WINDOW_MS: i64 = 60 * lifecycle::DAY_MS;
+/// Reconcile against an external store asks it for this long at most; the
+/// artifacts it did not reach wait for the next run.
+pub const RECONCILE_BUDGET_MS: u64 = 20_000;
 
 /// The lock's lease runs on the wall clock, never a test's request clock.
 fn wall_ms() -> i64 {
@@ -225,6 +230,9 @@ async fn local_steps(sql: &Sql, door: &Door, now: i64) -> std::result::Result<Lo
 /// run holds the door) until it gets the door or [`LOCK_WAIT_MS`] passes.
 async fn with_door<T>(door: &Door, mut attempt: impl AsyncFnMut() -> Result<Option<T>>) -> Result<T> {
     let started = Instant::now();
+    // Each attempt is a write transaction, so a waiting run backs off
+    // (25 ms doubling to 400 ms) rather than take SQLite's write lock often.
+    let mut pause = 25;
     loop {
         if let Some(v) = attempt().await? {
             return Ok(v);
@@ -232,13 +240,14 @@ async fn with_door<T>(door: &Door, mut attempt: impl AsyncFnMut() -> Result<Opti
         if started.elapsed() > Duration::from_millis(LOCK_WAIT_MS) {
             return Err(Fail::new("door-busy", format!("door `{}` is busy with another run; try again", door.name)));
         }
-        spin_sdk::time::sleep(Duration::from_millis(25)).await;
+        spin_sdk::time::sleep(Duration::from_millis(pause)).await;
+        pause = (pause * 2).min(400);
     }
 }
 
-async fn release_lock(sql: &Sql, door: &str, claim: &str) -> Result<()> {
-    sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.into(), claim.into()]).await?;
-    Ok(())
+/// Frees the door if `claim` still holds it; whether it did.
+async fn release_lock(sql: &Sql, door: &str, claim: &str) -> std::result::Result<bool, StoreError> {
+    Ok(sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.into(), claim.into()]).await? > 0)
 }
 
 #[derive(Deserialize)]
@@ -303,22 +312,24 @@ async fn read_views(sql: &Sql, door: &Door, view: &str, acute: Option<&str>) -> 
             a.view
         ));
     }
-    let (mut s, mut aux) = (Signals { components: Vec::new(), acute: Vec::new(), facts: J::Null }, Vec::new());
-    // A view that broke after the door was configured is the signal
-    // source failing, as an HTTP source answering 500 would be.
-    let rows = sql.query(&parts.join("\nUNION ALL\n"), &[]).await.map_err(|e| {
+    // A view that broke after the door was configured, or answers rows of
+    // the wrong shape (a NULL weight, say), is the signal source failing,
+    // as an HTTP source answering 500 would be.
+    let failed = |e: StoreError| {
         let views: Vec<&str> =
             [view].into_iter().chain(acute).chain(door.auxiliary.iter().map(|a| a.view.as_str())).collect();
         Fail::new(
             "upstream",
             format!("the signal views of door `{}` ({}) failed: {}", door.name, views.join(", "), e.message),
         )
-    })?;
-    for r in rows {
+    };
+    let rows = sql.query(&parts.join("\nUNION ALL\n"), &[]).await.map_err(failed)?;
+    let (mut s, mut aux) = (Signals { components: Vec::new(), acute: Vec::new(), facts: J::Null }, Vec::new());
+    let decoded: std::result::Result<(), StoreError> = rows.iter().try_for_each(|r| {
         match r.text("part")?.as_str() {
             "s" => s.components.push(Component {
                 component: r.text("name")?,
-                raw: optional_f64(&r, "raw")?,
+                raw: optional_f64(r, "raw")?,
                 normalised: r.f64("normalised")?,
                 weight: r.f64("weight")?,
                 contribution: r.f64("contribution")?,
@@ -326,11 +337,13 @@ async fn read_views(sql: &Sql, door: &Door, view: &str, acute: Option<&str>) -> 
             "a" => s.acute.push(Acute { name: r.text("name")?, at_ms: r.i64("at_ms")? }),
             _ => aux.push(AuxRow {
                 name: r.text("name")?,
-                raw: optional_f64(&r, "raw")?,
+                raw: optional_f64(r, "raw")?,
                 normalised: r.f64("normalised")?,
             }),
         }
-    }
+        Ok(())
+    });
+    decoded.map_err(failed)?;
     Ok((s, aux))
 }
 
@@ -440,11 +453,16 @@ async fn reconcile_remote(sql: &Sql, door: &Door, url: &str, now: i64) -> Result
             &[door.name.as_str().into(), (now - RECONCILE_WINDOW_MS).into()],
         )
         .await?;
-    let key = mneme_store::variable("rx_store_api_key").await?.unwrap_or_default();
-    let (mut patched, mut unreachable) = (0, 0);
+    let key = required_variable("rx_store_api_key").await?;
+    let (mut patched, mut unreachable, mut deferred) = (0, 0, 0);
+    let started = Instant::now();
     for r in &rows {
         let (id, status) = (r.text("rec_id")?, r.text("status")?);
         if Status::parse(&status).is_some_and(Status::terminal) {
+            continue;
+        }
+        if started.elapsed() > Duration::from_millis(RECONCILE_BUDGET_MS) {
+            deferred += 1;
             continue;
         }
         let got = http_json(
@@ -464,11 +482,21 @@ async fn reconcile_remote(sql: &Sql, door: &Door, url: &str, now: i64) -> Result
             _ => unreachable += 1,
         }
     }
-    let mut outcome = format!("{patched} of {} artifacts patched", rows.len());
+    let mut outcome = format!("artifacts patched: {patched} of {} checked", rows.len());
     if unreachable > 0 {
         outcome.push_str(&format!("; {unreachable} not reachable in the external store"));
     }
+    if deferred > 0 {
+        outcome.push_str(&format!("; {deferred} left for the next run (the {RECONCILE_BUDGET_MS} ms budget ran out)"));
+    }
     Ok(outcome)
+}
+
+/// A variable a configured door cannot work without.
+async fn required_variable(name: &str) -> Result<String> {
+    mneme_store::variable(name).await?.ok_or_else(|| {
+        Fail::new("not-configured", format!("the door's external store needs the variable `{name}`, which is not set"))
+    })
 }
 
 #[derive(Deserialize)]
@@ -510,13 +538,7 @@ pub async fn begin(r: Begin) -> Result<J> {
                         // the failure broke the transaction (Postgres refuses
                         // every later statement), it all rolls back with the
                         // original failure.
-                        Err(f) => match sql
-                            .execute(
-                                "DELETE FROM rx_locks WHERE door = $1 AND claim = $2",
-                                &[door.name.as_str().into(), claim.as_str().into()],
-                            )
-                            .await
-                        {
+                        Err(f) => match release_lock(sql, &door.name, &claim).await {
                             Ok(_) => Ok(Some(Err(f))),
                             Err(_) => Err(as_store_error(f)),
                         },
@@ -616,11 +638,9 @@ async fn conclude(
                   driving.as_str().into(), c.drift_score.into(), tldr.as_str().into(), md.as_str().into(), now.into()],
             )
             .await?;
-            sql.execute(
-                "DELETE FROM rx_locks WHERE door = $1 AND claim = $2",
-                &[door.name.as_str().into(), claim.into()],
-            )
-            .await?;
+            if !release_lock(sql, &door.name, claim).await? {
+                return Err(StoreError::new("conflict", "the run lost its door lock (it took longer than the lease)"));
+            }
             trace.push("4", step4, format!("no change: absorbed by {}; confirmation {path}", prior.id));
             return Ok(json!({"dedup": true, "path": path, "tldr": tldr, "rec_id": prior.id, "status": "no-change",
                              "trace": trace.0}));
@@ -646,13 +666,18 @@ async fn conclude(
 
 /// The door's open recs, newest first, as their artifacts record them
 /// (reconciled a moment ago, so the store's word); with `since_ms`, only
-/// those created after it.
+/// those created after it. An artifact without a store id is a rec only in
+/// the markdown store (its id is the file's stem); elsewhere it is one the
+/// external store refused, which exists nowhere to absorb a run.
 async fn open_priors(sql: &Sql, door: &Door, since_ms: Option<i64>) -> std::result::Result<Vec<Prior>, StoreError> {
+    let stored = if door.store == Store::Markdown { "" } else { "AND rec_id IS NOT NULL" };
     let rows = sql
         .query(
-            "SELECT path, rec_id, created_ms, driving_signal, drift_score FROM rx_artifacts
-             WHERE door = $1 AND kind = 'rec' AND status = 'open' AND created_ms > $2
-             ORDER BY created_ms DESC, nn DESC",
+            &format!(
+                "SELECT path, rec_id, created_ms, driving_signal, drift_score FROM rx_artifacts
+                 WHERE door = $1 AND kind = 'rec' AND status = 'open' AND created_ms > $2 {stored}
+                 ORDER BY created_ms DESC, nn DESC"
+            ),
             &[door.name.as_str().into(), since_ms.unwrap_or(i64::MIN).into()],
         )
         .await?;
@@ -722,6 +747,11 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
     let door = load_door(sql, &r.door).await?;
     // D-008 holds at the store's door too: nothing without a counter-thesis.
     artifact::check_counter_thesis(&r.markdown).map_err(|e| Fail::new("malformed-artifact", e))?;
+    // Step 9's credential, checked before step 8 writes anything.
+    let token = match door.store {
+        Store::Http { .. } => Some(required_variable("rx_store_token").await?),
+        _ => None,
+    };
     let mut trace = Trace::default();
     let now = r.now_ms;
     let d = day(now);
@@ -738,23 +768,26 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
             }
             let nn = next_nn(sql, &door.name, "rec", &d).await?;
             let path = artifact::path(&door.title, &d, nn);
-            let mut md = artifact::patch_frontmatter(&r.markdown, "status", &json!("open"));
-            if door.store == Store::Markdown {
-                md = artifact::patch_frontmatter(&md, "id", &json!(stem(&path)));
-            }
+            let md = artifact::patch_frontmatter(&r.markdown, "status", &json!("open"));
+            // The id is known now for this database's store (the rec's) and
+            // the markdown store (the file's stem); an external store's
+            // comes in step 10.
+            let (id, md) = match &door.store {
+                Store::Local => (Value::from(rec_id.as_str()), artifact::patch_frontmatter(&md, "id", &json!(rec_id))),
+                Store::Markdown => (Value::Null, artifact::patch_frontmatter(&md, "id", &json!(stem(&path)))),
+                Store::Http { .. } => (Value::Null, md),
+            };
             sql.execute(
                 "INSERT INTO rx_artifacts (path, door, kind, day, nn, rec_id, status, driving_signal, drift_score, tldr, markdown, created_ms, updated_ms)
-                 VALUES ($1, $2, 'rec', $3, $4, NULL, 'open', $5, $6, $7, $8, $9, $9)",
-                &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), r.driving.as_str().into(),
-                  r.drift_score.into(), r.tldr.as_str().into(), md.as_str().into(), now.into()],
+                 VALUES ($1, $2, 'rec', $3, $4, $5, 'open', $6, $7, $8, $9, $10, $10)",
+                &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), id,
+                  r.driving.as_str().into(), r.drift_score.into(), r.tldr.as_str().into(), md.as_str().into(), now.into()],
             )
             .await?;
             if !matches!(door.store, Store::Http { .. }) {
-                sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.name.as_str().into(), r.claim.as_str().into()])
-                    .await?;
+                release_lock(sql, &door.name, &r.claim).await?;
             }
             if door.store == Store::Local {
-                let patched = artifact::patch_frontmatter(&md, "id", &json!(rec_id));
                 let rec = NewRec {
                     id: &rec_id,
                     door: &door.name,
@@ -762,7 +795,7 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
                     confidence: r.confidence,
                     driving: Some(&r.driving),
                     tldr: &r.tldr,
-                    body: &patched,
+                    body: &md,
                     path: Some(&path),
                     fired: &r.fired,
                     source_refs: &r.source_refs,
@@ -772,12 +805,6 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
                     now_ms: r.now_ms,
                 };
                 insert_rec(sql, &rec).await?;
-                sql.execute(
-                    "UPDATE rx_artifacts SET rec_id = $1, markdown = $2 WHERE path = $3",
-                    &[rec_id.as_str().into(), patched.as_str().into(), path.as_str().into()],
-                )
-                .await?;
-                return Ok((path, patched));
             }
             Ok((path, md))
         })
@@ -796,7 +823,7 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
             None
         }
         Store::Http { url } => {
-            let token = mneme_store::variable("rx_store_token").await?.unwrap_or_default();
+            let token = token.unwrap_or_default();
             let body = json!({
                 "door": door.name, "drift_score": r.drift_score, "confidence": r.confidence, "tldr": r.tldr,
                 "body_md": md, "rx_md_path": path, "driving_signal": r.driving, "signals_fired": r.fired,
@@ -1042,10 +1069,7 @@ pub async fn ingest_rec(r: IngestRec) -> Result<J> {
 }
 
 fn refused(e: lifecycle::Refused) -> Fail {
-    match e {
-        lifecycle::Refused::Invalid(m) => Fail::invalid(m),
-        e => Fail::new(e.code(), e.message()),
-    }
+    Fail::new(e.code(), e.message())
 }
 
 /// Applies a change to a rec only if nobody changed it in between.

@@ -144,10 +144,16 @@ pub fn invented_numbers(text: &str, allowed: &[f64]) -> Vec<String> {
         .collect()
 }
 
+/// Whether a reject or accept condition says something: two words at
+/// least. The draft and the finished markdown are held to the same rule.
+pub fn condition_stated(text: &str) -> bool {
+    text.split_whitespace().count() >= 2
+}
+
 /// Checks a draft against both rules; the error says what the model must fix.
 pub fn check_draft(d: &Draft, allowed: &[f64]) -> Result<(), String> {
     let ct = &d.counter_thesis;
-    if ct.argument.trim().is_empty() || ct.reject_if.trim().is_empty() || ct.accept_if.trim().is_empty() {
+    if ct.argument.trim().is_empty() || !condition_stated(&ct.reject_if) || !condition_stated(&ct.accept_if) {
         return Err("D-008: the counter-thesis needs an argument, a reject condition and an accept condition".into());
     }
     if d.tldr.trim().is_empty() || d.recommendation.trim().is_empty() || d.why.trim().is_empty() {
@@ -430,9 +436,7 @@ pub fn check_counter_thesis(markdown: &str) -> Result<(), String> {
         section.lines().any(|l| {
             let l = l.replace('*', "");
             let l = l.trim().trim_start_matches('-').trim();
-            l.to_lowercase()
-                .strip_prefix(name)
-                .is_some_and(|rest| rest.trim_start_matches(':').split_whitespace().count() >= 2)
+            l.to_lowercase().strip_prefix(name).is_some_and(|rest| condition_stated(rest.trim_start_matches(':')))
         })
     };
     if !condition("reject if") || !condition("accept if") {
@@ -579,6 +583,12 @@ mod tests {
             let mut d = template(i);
             d.counter_thesis.accept_if = " ".into();
             assert!(check_draft(&d, &allowed).unwrap_err().contains("D-008"));
+            // One word states nothing, in the draft as in the finished file.
+            let mut d = template(i);
+            d.counter_thesis.reject_if = "never".into();
+            assert!(check_draft(&d, &allowed).unwrap_err().contains("D-008"));
+            d.counter_thesis.reject_if = "pace recovers".into();
+            assert!(check_draft(&d, &allowed).is_ok());
             let parsed =
                 parse_draft("```json\n{\"tldr\": \"t\", \"recommendation\": \"r\", \"why\": \"w\"}\n```").unwrap();
             assert!(check_draft(&parsed, &allowed).unwrap_err().contains("D-008"));

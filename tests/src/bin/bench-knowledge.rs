@@ -15,8 +15,9 @@
 
 use std::time::{Duration, Instant};
 
+use mneme_e2e::bench::{arg, backend, percentile};
 use mneme_e2e::fake_model::{FakeModel, Script};
-use mneme_e2e::{App, Backend, BackendEnv, repo_root};
+use mneme_e2e::{App, BackendEnv, repo_root};
 use mneme_knowledge::fusion::{Block, signature};
 use serde_json::{Value, json};
 
@@ -79,10 +80,6 @@ fn questions(data: &Value) -> Vec<String> {
         .collect()
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 /// Client-side p50 and p95, and the median of each step the app reports.
 fn retrieve_latency(app: &App, qs: &[String]) -> (f64, f64, String) {
     const STEPS: [&str; 4] = ["embed", "text", "vector", "rank"];
@@ -118,12 +115,7 @@ fn count(app: &App) -> i64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let backend = match arg("--backend").as_deref() {
-        Some("hosted") => Backend::Hosted,
-        _ => Backend::Embedded,
-    };
+    let backend = backend();
     let target: usize = arg("--entries").map_or(10_000, |n| n.parse().unwrap());
     // `--filler 8000,90000`: seed 8,000, measure, seed 90,000 more, measure.
     let filler: Vec<usize> =

@@ -13,15 +13,12 @@
 
 use std::time::Instant;
 
+use mneme_e2e::bench::{arg, backend, percentile};
 use mneme_e2e::fake_model::{FakeModel, Script};
-use mneme_e2e::{App, Backend, BackendEnv};
+use mneme_e2e::{App, BackendEnv};
 use serde_json::{Value, json};
 
 const COMPOSE: &str = "You write the narrative of one recommendation";
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn post(app: &App, path: &str, body: Option<&Value>, clock: u64) -> (u16, Value, f64) {
     let c = clock.to_string();
@@ -78,12 +75,7 @@ fn report(name: &str, ms: &mut [f64], traces: &[Value]) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let backend = match arg("--backend").as_deref() {
-        Some("hosted") => Backend::Hosted,
-        _ => Backend::Embedded,
-    };
+    let backend = backend();
     let runs: usize = arg("--runs").map_or(200, |n| n.parse().unwrap());
     let b = BackendEnv::new(backend);
     let model = FakeModel::start(Script::default());

@@ -175,8 +175,24 @@ impl App {
     }
 
     pub fn launch(manifest: &str, env: &[(String, String)], args: &[&str]) -> Started {
+        Self::launch_in(tempfile::tempdir().unwrap(), manifest, env, args)
+    }
+
+    /// Kills the runner with SIGKILL, a crash in which nothing is cleaned
+    /// up, and starts it again on the same state directory.
+    pub fn crash_and_restart(mut self, manifest: &str, env: &[(String, String)]) -> App {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let state = std::mem::replace(&mut self.state, tempfile::tempdir().unwrap());
+        drop(self);
+        match Self::launch_in(state, manifest, env, &[]) {
+            Started::Serving(app) => app,
+            Started::Exited { log, .. } => panic!("the runner did not restart:\n{log}"),
+        }
+    }
+
+    fn launch_in(state: tempfile::TempDir, manifest: &str, env: &[(String, String)], args: &[&str]) -> Started {
         let root = repo_root();
-        let state = tempfile::tempdir().unwrap();
         let log = state.path().join("runner.log");
         let mut cmd = Command::new(mneme_bin());
         cmd.current_dir(&root)
@@ -334,6 +350,24 @@ impl Resp {
 
 /// Writes a copy of `manifest` (relative to the repo root) with `edit`
 /// applied, its component paths made absolute; returns its path.
+/// The named events of a `text/event-stream` body with their JSON data.
+pub fn parse_sse(raw: &str) -> Vec<(String, serde_json::Value)> {
+    raw.split("\n\n")
+        .filter_map(|frame| {
+            let mut name = None;
+            let mut data = None;
+            for line in frame.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = Some(n.to_string());
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(d).ok();
+                }
+            }
+            Some((name?, data?))
+        })
+        .collect()
+}
+
 pub fn edited_manifest(dir: &Path, manifest: &str, edit: impl Fn(String) -> String) -> PathBuf {
     let root = repo_root();
     let src = root.join(manifest);

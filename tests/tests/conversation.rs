@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use mneme_e2e::fake_model::{FakeModel, Script, marker};
-use mneme_e2e::{App, BACKENDS, Backend, BackendEnv};
+use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, parse_sse};
 use serde_json::{Value, json};
 
 const KEY: &str = "test-api-key";
@@ -26,23 +26,6 @@ impl Chat {
     fn message(&self) -> &Value {
         self.named("message").first().copied().unwrap_or_else(|| panic!("no message event in:\n{}", self.raw))
     }
-}
-
-fn parse_sse(raw: &str) -> Vec<(String, Value)> {
-    raw.split("\n\n")
-        .filter_map(|frame| {
-            let mut name = None;
-            let mut data = None;
-            for line in frame.lines() {
-                if let Some(n) = line.strip_prefix("event: ") {
-                    name = Some(n.to_string());
-                } else if let Some(d) = line.strip_prefix("data: ") {
-                    data = serde_json::from_str(d).ok();
-                }
-            }
-            Some((name?, data?))
-        })
-        .collect()
 }
 
 fn start(b: &BackendEnv, model: Option<&FakeModel>) -> App {

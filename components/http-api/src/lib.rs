@@ -7,7 +7,7 @@ spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
         "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/rx",
-        "../../wit/entries",
+        "../../wit/tasks", "../../wit/entries",
     ],
     world: "mneme:entries/http-api",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
@@ -19,6 +19,7 @@ mod clock;
 mod events;
 mod knowledge;
 mod rx;
+mod tasks;
 
 use mneme::memory::memory;
 use mneme::store::store;
@@ -90,6 +91,9 @@ async fn handle(req: Request) -> Reply {
     }
     if rx::handles(&path) {
         return rx::route(req, &path, &query).await;
+    }
+    if tasks::handles(&path) {
+        return tasks::route(req, &path, &query).await;
     }
     let allowed = |m: &str| err(ApiError::method_not_allowed(m));
     match path.as_str() {

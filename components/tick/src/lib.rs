@@ -10,7 +10,7 @@ spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
         "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/rx",
-        "../../wit/entries",
+        "../../wit/tasks", "../../wit/entries",
     ],
     world: "mneme:entries/tick",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
@@ -18,6 +18,7 @@ spin_sdk::wit_bindgen::generate!({
 });
 
 mod knowledge;
+mod tasks;
 
 use mneme::memory::memory;
 use mneme::store::store;
@@ -55,9 +56,15 @@ async fn handle(req: Request) -> impl IntoResponse {
             let offset = fixed as i64 - started as i64;
             knowledge::drain(move || (now_ms() as i64 + offset) as u64).await
         }
+        "tasks" => {
+            let fixed = clock(&req, started).await;
+            let offset = fixed as i64 - started as i64;
+            let draw = draw(&req).await;
+            tasks::cycle(move || (now_ms() as i64 + offset) as u64, draw).await
+        }
         _ => {
             return ApiError::not_found(format!(
-                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge"
+                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, tasks"
             ))
                 .into_response();
         }
@@ -75,6 +82,31 @@ async fn handle(req: Request) -> impl IntoResponse {
 async fn clock(req: &Request, system: u64) -> u64 {
     let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
     mneme_http::request_clock(req.headers(), enabled, system)
+}
+
+/// A draw in `[0, 1)` for the job's random choices: from the host's random
+/// source, or, when `test_clock` is `true`, the first draw of the seed in
+/// `X-Mneme-Seed` (so a test knows the jitter it will get).
+async fn draw(req: &Request) -> f64 {
+    let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
+    let seeded =
+        req.headers().get("x-mneme-seed").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    let seed = match seeded {
+        Some(s) if enabled => s,
+        _ => {
+            let mut b = [0u8; 8];
+            getrandom::fill(&mut b).expect("the host provides randomness");
+            u64::from_le_bytes(b)
+        }
+    };
+    mneme_background::Draws::new(seed).draw()
+}
+
+/// A fresh id: 16 random bytes as hex.
+fn new_id() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the host provides randomness");
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn now_ms() -> u64 {

@@ -4,6 +4,7 @@
 //! numbers in `[0, 1)` from the caller, so a seeded generator in a test (or
 //! the host's random source in production) decides every draw.
 
+pub mod cycle;
 pub mod tasks;
 
 /// A draw in `[0, 1)`, clamped so a caller's 1.0 cannot escape a range.

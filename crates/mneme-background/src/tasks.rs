@@ -161,11 +161,12 @@ pub struct Step {
     pub result: Option<String>,
 }
 
-/// A validated plan (a DAG of steps).
+/// A validated plan (a DAG of steps). `confidence` is the model's; a
+/// rule-based plan has none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub steps: Vec<Step>,
-    pub confidence: f64,
+    pub confidence: Option<f64>,
 }
 
 /// Why a proposed plan was rejected.
@@ -242,6 +243,17 @@ pub fn topological(steps: &[ProposedStep]) -> Result<Vec<usize>, Rejection> {
 /// step's length (4–30 words), near-duplicate steps (Jaccard ≥ 0.7), and
 /// the model's confidence (above 0.5).
 pub fn validate(p: &Proposal) -> Result<Plan, Rejection> {
+    let plan = validate_shape(p)?;
+    let confidence = p.confidence.ok_or(Rejection::NoConfidence)?;
+    if confidence.is_nan() || confidence <= MIN_CONFIDENCE {
+        return Err(Rejection::LowConfidence(confidence));
+    }
+    Ok(plan)
+}
+
+/// Every gate of [`validate`] but the model's confidence: the gates a
+/// rule-based plan passes too.
+pub fn validate_shape(p: &Proposal) -> Result<Plan, Rejection> {
     if !PLAN_STEPS.contains(&p.steps.len()) {
         return Err(Rejection::StepCount(p.steps.len()));
     }
@@ -266,10 +278,6 @@ pub fn validate(p: &Proposal) -> Result<Plan, Rejection> {
             }
         }
     }
-    let confidence = p.confidence.ok_or(Rejection::NoConfidence)?;
-    if confidence.is_nan() || confidence <= MIN_CONFIDENCE {
-        return Err(Rejection::LowConfidence(confidence));
-    }
     Ok(Plan {
         steps: p
             .steps
@@ -282,7 +290,7 @@ pub fn validate(p: &Proposal) -> Result<Plan, Rejection> {
                 result: None,
             })
             .collect(),
-        confidence,
+        confidence: p.confidence,
     })
 }
 

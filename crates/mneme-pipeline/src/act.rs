@@ -524,21 +524,25 @@ async fn persistent_task(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<Stri
     match s(p, "action").unwrap_or("list") {
         "create" => {
             let goal = s(p, "goal").ok_or_else(|| Fail::invalid("persistent_task create needs a `goal`"))?;
-            let active = sql.query("SELECT id, goal FROM persistent_tasks WHERE status IN ('proposed', 'accepted', 'in_progress', 'paused')", &[]).await?;
-            for r in &active {
-                if records::jaccard(&r.text("goal")?, goal) > 0.6 {
-                    return Ok(format!("already working on it as task {}", r.text("id")?));
-                }
-            }
-            let id = crate::random_hex(4);
-            let priority = p.get("priority").and_then(J::as_i64).unwrap_or(5).clamp(1, 10);
-            sql.execute(
-                "INSERT INTO persistent_tasks (id, goal, status, priority, origin, coverage, progress, created_ms, updated_ms, expires_ms) \
-                 VALUES ($1, $2, 'accepted', $3, 'user', 0, '{}', $4, $4, $5)",
-                &[id.as_str().into(), goal.into(), Value::Int(priority), Value::Int(now as i64), Value::Int(now as i64 + mneme_background::tasks::MAX_AGE_MS)],
-            )
-            .await?;
-            Ok(format!("created task {id}: {goal}"))
+            let priority = p.get("priority").and_then(J::as_i64).unwrap_or(crate::tasks::DEFAULT_PRIORITY);
+            let priority = priority.clamp(*crate::tasks::PRIORITIES.start(), *crate::tasks::PRIORITIES.end());
+            // No plan yet: the worker decomposes it in the task's first cycle.
+            let progress = mneme_background::cycle::Progress::default();
+            let inserted = sql
+                .transaction(async |sql: &Sql| {
+                    crate::tasks::insert(sql, goal, priority, "user", &progress, now)
+                        .await
+                        .map_err(crate::as_store_error)
+                })
+                .await?;
+            Ok(match inserted {
+                crate::tasks::Inserted::Created(id) => format!("created task {id}: {goal}"),
+                crate::tasks::Inserted::Duplicate(id) => format!("already working on it as task {id}"),
+                crate::tasks::Inserted::Full => format!(
+                    "not created: {} tasks are open already; finish or cancel one first",
+                    mneme_background::tasks::MAX_ACTIVE
+                ),
+            })
         }
         "status" => {
             let id = s(p, "id").ok_or_else(|| Fail::invalid("status needs the task's `id`"))?;

@@ -13,6 +13,7 @@ pub mod records;
 pub mod router;
 pub mod rx;
 pub mod search;
+pub mod tasks;
 pub mod triage;
 pub mod wm;
 
@@ -45,6 +46,13 @@ impl From<StoreError> for Fail {
 }
 
 pub type Result<T> = std::result::Result<T, Fail>;
+
+/// A stage failure inside a store transaction's body: a store code keeps
+/// its meaning, anything else is internal.
+pub fn as_store_error(f: Fail) -> StoreError {
+    const CODES: [&str; 6] = ["bad-sql", "decode", "store-unavailable", "access-denied", "conflict", "upstream"];
+    StoreError::new(CODES.into_iter().find(|c| *c == f.code).unwrap_or("internal"), f.message)
+}
 
 /// Decodes a stage request.
 pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {

@@ -9,7 +9,7 @@
 //! one door strictly sequential, so two runs never take the same NN and the
 //! second of two runs over one state is absorbed by the first's rec.
 
-use crate::{Fail, Result, Stores, json_text, new_id, random_hex};
+use crate::{Fail, Result, Stores, as_store_error, json_text, new_id, random_hex};
 use mneme_knowledge::entry::{format_date, timestamp};
 use mneme_rx::artifact;
 use mneme_rx::door::{Door, SignalSource, Store, parse_instant, valid_name};
@@ -579,13 +579,6 @@ pub async fn begin(r: Begin) -> Result<J> {
         release_lock(sql, &door.name, &claim).await?;
     }
     out
-}
-
-/// A failure carried through a transaction's rollback, its code kept when
-/// it is one a store error can have.
-fn as_store_error(f: Fail) -> StoreError {
-    const CODES: [&str; 6] = ["bad-sql", "decode", "store-unavailable", "access-denied", "conflict", "upstream"];
-    StoreError::new(CODES.into_iter().find(|c| *c == f.code).unwrap_or("internal"), f.message)
 }
 
 /// What steps 1–4 read and decided.

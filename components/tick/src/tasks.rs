@@ -1,0 +1,320 @@
+//! `POST /tick/tasks`: one cycle of the persistent-task worker (002 §7).
+//! The `tasks` stage expires stale tasks and claims the worker and a task;
+//! this module decomposes the goal if nobody has yet (a task the ACT
+//! loop's skill created), runs up to three ready steps (or one flat loop)
+//! through one bounded ACT loop, checkpoints after every finished step, and
+//! ends the cycle: state, surfacing event, next jittered time.
+
+use crate::mneme::act::act as act_stage;
+use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::tasks::tasks;
+use crate::mneme::types::types::StageError;
+use crate::now_ms;
+use mneme_background::cycle::{self, Progress};
+use mneme_background::tasks::{ACT_PROMPT, PLAN_PROMPT, STEPS_PER_CYCLE, Step, loop_limits, next_run};
+use mneme_conversation::act::{Action, LoopState, Termination};
+use mneme_conversation::generate::ActResult;
+use serde_json::{Value, json};
+
+/// A claimed task (and the worker) is someone else's after this long; every
+/// checkpoint renews it. It outlasts the longest cycle a tick runs.
+pub const LEASE_MS: u64 = 300_000;
+/// No new iteration starts after this much wall time in one tick, so a
+/// cycle ends well inside the request timeout; the design's 30-minute
+/// cumulative limit still bounds the loop.
+const BUDGET_MS: u64 = 90_000;
+const ITERATION_TIMEOUT_MS: u32 = 30_000;
+
+fn parse(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or(Value::Null)
+}
+
+fn internal(message: String) -> StageError {
+    StageError { code: "internal".into(), message }
+}
+
+/// Asks the model for a plan, or takes the rules' when none is configured.
+pub async fn decompose(
+    goal: &str,
+    model: &llm::ModelStatus,
+) -> (Result<mneme_background::tasks::Plan, String>, String) {
+    let answer = if model.configured {
+        let r = llm::complete(CompletionRequest {
+            tier: Tier::Primary,
+            messages: vec![
+                ChatMessage { role: "system".into(), content: PLAN_PROMPT.into() },
+                ChatMessage { role: "user".into(), content: cycle::decomposition_message(goal) },
+            ],
+            max_tokens: Some(1_200),
+            temperature: Some(cycle::DECOMPOSE_TEMPERATURE),
+            json: true,
+            timeout_ms: cycle::DECOMPOSE_TIMEOUT_MS,
+        })
+        .await;
+        Some(r.map(|c| (c.text, c.model)).map_err(|e| format!("{}: {}", e.code, e.message)))
+    } else {
+        None
+    };
+    cycle::decomposition(goal, answer)
+}
+
+/// What one step's (or a flat cycle's) iterations came to.
+struct StepRun {
+    /// `(result, skipped)` when the step finished.
+    finished: Option<(String, bool)>,
+    /// The model's coverage estimate (flat loop).
+    coverage: Option<f64>,
+    /// Why the cycle stops here, if it does.
+    stop: Option<String>,
+}
+
+/// The cycle's bounded ACT loop, shared by its steps.
+struct Loop {
+    task_id: String,
+    loop_id: String,
+    state: LoopState,
+    started_ms: u64,
+    now_ms: u64,
+}
+
+impl Loop {
+    fn out_of_time(&self) -> bool {
+        now_ms().saturating_sub(self.started_ms) >= BUDGET_MS
+    }
+
+    /// Checks the design's limits before `plan`, dispatches it through the
+    /// ACT stage, grows fatigue and logs the iteration. `Err(reason)` ends
+    /// the cycle.
+    async fn act(&mut self, plan: &[Action]) -> Result<Result<Vec<ActResult>, String>, StageError> {
+        let limits = loop_limits();
+        self.state.elapsed_ms = now_ms().saturating_sub(self.started_ms);
+        if let Some(t) = self.state.check(plan, &limits) {
+            self.log(plan, &[], 0, 0.0, Some(t)).await?;
+            return Ok(Err(termination(t)));
+        }
+        let t0 = now_ms();
+        let results: Vec<ActResult> = serde_json::from_str(
+            &act_stage::dispatch(
+                json!({"actions": plan, "thread_id": format!("task:{}", self.task_id), "topic": "persistent-task",
+                       "now_ms": self.now_ms, "per_action_timeout_ms": limits.per_action_timeout_ms})
+                .to_string(),
+            )
+            .await?,
+        )
+        .map_err(|e| internal(format!("the ACT stage's answer: {e}")))?;
+        let took = now_ms().saturating_sub(t0);
+        let cost = self.state.record(plan, 0, &limits);
+        self.log(plan, &results, took, cost, None).await?;
+        Ok(Ok(results))
+    }
+
+    async fn log(
+        &self,
+        plan: &[Action],
+        results: &[ActResult],
+        took: u64,
+        cost: f64,
+        t: Option<Termination>,
+    ) -> Result<(), StageError> {
+        let reason = t.and_then(|t| serde_json::to_value(t).ok());
+        act_stage::log_iteration(
+            json!({"loop_id": self.loop_id, "exchange_id": format!("task:{}", self.task_id),
+                   "iteration_number": self.state.iteration, "actions": plan, "results": results,
+                   "execution_time_ms": took, "cost": cost, "fatigue": self.state.fatigue, "mode": "TASK",
+                   "termination_reason": reason, "now_ms": self.now_ms})
+            .to_string(),
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+fn termination(t: Termination) -> String {
+    serde_json::to_value(t).ok().and_then(|v| v.as_str().map(|s| format!("loop ended: {s}"))).unwrap_or_default()
+}
+
+fn said(results: &[ActResult]) -> Vec<(String, String)> {
+    results.iter().map(|r| (r.action_type.clone(), format!("{} ({})", r.result.trim(), r.status))).collect()
+}
+
+/// Runs one step (or, with `step` `None`, a flat pass at the goal).
+async fn run_step(
+    goal: &str,
+    progress: &Progress,
+    step: Option<&Step>,
+    model: &llm::ModelStatus,
+    lp: &mut Loop,
+) -> Result<StepRun, StageError> {
+    if !model.configured {
+        // The rules: the step's one action (or none for the gathering
+        // step, which reads what its dependencies found), labelled.
+        let plan = cycle::rule_actions(goal, step);
+        let results = if plan.is_empty() {
+            Vec::new()
+        } else {
+            match lp.act(&plan).await? {
+                Ok(r) => r,
+                Err(stop) => return Ok(StepRun { finished: None, coverage: None, stop: Some(stop) }),
+            }
+        };
+        let deps: Vec<String> = step
+            .map(|s| {
+                s.depends_on
+                    .iter()
+                    .filter_map(|d| progress.plan.as_ref()?.steps.iter().find(|x| &x.id == d)?.result.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let result = cycle::rule_result(&said(&results), &deps);
+        return Ok(StepRun { finished: Some((result, false)), coverage: None, stop: None });
+    }
+    let mut so_far: Vec<String> = Vec::new();
+    loop {
+        if lp.out_of_time() {
+            return Ok(StepRun {
+                finished: None,
+                coverage: None,
+                stop: Some("the tick's time budget is spent".into()),
+            });
+        }
+        let answer = llm::complete(CompletionRequest {
+            tier: Tier::Primary,
+            messages: vec![
+                ChatMessage { role: "system".into(), content: ACT_PROMPT.into() },
+                ChatMessage {
+                    role: "user".into(),
+                    content: cycle::iteration_message(goal, progress, step.map(|s| s.id.as_str()), &so_far),
+                },
+            ],
+            max_tokens: Some(800),
+            temperature: Some(0.2),
+            json: true,
+            timeout_ms: ITERATION_TIMEOUT_MS,
+        })
+        .await;
+        let it = match answer {
+            Err(e) => {
+                return Ok(StepRun {
+                    finished: None,
+                    coverage: None,
+                    stop: Some(format!("the model failed: {}", e.code)),
+                });
+            }
+            Ok(c) => match cycle::parse_iteration(&c.text) {
+                Ok(it) => it,
+                Err(e) => {
+                    let stop = Some(format!("the model's answer could not be read: {e}"));
+                    return Ok(StepRun { finished: None, coverage: None, stop });
+                }
+            },
+        };
+        if it.done || it.skip {
+            let result = if it.result.trim().is_empty() { so_far.join("\n") } else { it.result };
+            return Ok(StepRun { finished: Some((result, it.skip)), coverage: it.coverage, stop: None });
+        }
+        match lp.act(&it.actions).await? {
+            Ok(results) => so_far.extend(said(&results).into_iter().map(|(k, t)| format!("{k}: {t}"))),
+            Err(stop) => return Ok(StepRun { finished: None, coverage: it.coverage, stop: Some(stop) }),
+        }
+    }
+}
+
+/// One cycle, if the worker is due. `clock` is the request's time source
+/// (the test clock when enabled); `draw` decides the next period's jitter.
+pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageError> {
+    let began_ms = clock();
+    let begun = parse(&tasks::begin_cycle(json!({"now_ms": began_ms, "lease_ms": LEASE_MS}).to_string()).await?);
+    if begun["due"] != true || begun["task"].is_null() {
+        return Ok(begun);
+    }
+    let task = &begun["task"];
+    let id = task["id"].as_str().unwrap_or_default().to_string();
+    let goal = task["goal"].as_str().unwrap_or_default().to_string();
+    let claim = begun["claim"].as_str().unwrap_or_default().to_string();
+    let mut progress: Progress =
+        serde_json::from_value(task["progress"].clone()).map_err(|e| internal(format!("task progress: {e}")))?;
+    let model = llm::status().await;
+    let before = progress.coverage();
+    let save = async |p: &Progress| {
+        tasks::checkpoint(
+            json!({"id": id, "claim": claim, "progress": p, "now_ms": clock(), "lease_ms": LEASE_MS}).to_string(),
+        )
+        .await
+    };
+    if !progress.decomposed {
+        let (plan, by) = decompose(&goal, &model).await;
+        progress.decomposed(plan, &by);
+        save(&progress).await?;
+    }
+    let mut lp = Loop {
+        task_id: id.clone(),
+        loop_id: crate::new_id(),
+        state: LoopState::default(),
+        started_ms: now_ms(),
+        now_ms: began_ms,
+    };
+    let mut ran = Vec::new();
+    let mut stop = None;
+    if progress.plan.is_some() {
+        while ran.len() < STEPS_PER_CYCLE {
+            let Some(step) = progress.plan.as_ref().and_then(|p| p.ready().first().map(|&i| p.steps[i].clone())) else {
+                break;
+            };
+            // The repeated-action rule is about one step going round in
+            // circles: a recall in each of three steps is progress.
+            lp.state.history.clear();
+            let run = run_step(&goal, &progress, Some(&step), &model, &mut lp).await?;
+            if let Some((result, skipped)) = &run.finished {
+                progress.finish_step(&step.id, result, *skipped);
+                save(&progress).await?;
+                ran.push(json!({"step": step.id, "status": if *skipped { "skipped" } else { "done" }}));
+            }
+            if run.stop.is_some() || run.finished.is_none() {
+                stop = run.stop;
+                break;
+            }
+        }
+    } else {
+        let run = run_step(&goal, &progress, None, &model, &mut lp).await?;
+        let (text, done) = run.finished.clone().map_or((String::new(), false), |(t, _)| (t, true));
+        progress.record_flat(progress.cycles + 1, &text, run.coverage, done && model.configured);
+        stop = run.stop;
+        ran.push(json!({"flat": true, "finished": run.finished.is_some()}));
+    }
+    let summary = match (&stop, ran.len()) {
+        (Some(s), 0) => Some(format!("no step finished ({s})")),
+        (s, n) => {
+            Some(format!("{n} step(s) this cycle{}", s.as_ref().map(|s| format!("; stopped: {s}")).unwrap_or_default()))
+        }
+    };
+    let now = clock();
+    let end = progress.end_cycle(before, summary.clone(), now as i64);
+    let event = end.event(&id, &goal, &progress);
+    // The period counts from the cycle's start, so its length does not
+    // stretch the schedule.
+    let next = next_run(lp.now_ms as i64, draw).max(0) as u64;
+    let ended = parse(
+        &tasks::end_cycle(
+            json!({"id": id, "claim": claim, "progress": progress, "status": end.state, "event": event,
+                   "next_ms": next, "outcome": summary, "now_ms": now})
+            .to_string(),
+        )
+        .await?,
+    );
+    Ok(json!({
+        "due": true,
+        "expired": begun["expired"],
+        "task_id": id,
+        "cycle": end.cycle,
+        "steps": ran,
+        "coverage_before": end.before,
+        "coverage": end.after,
+        "status": end.state,
+        "surfaced": end.surfacing,
+        "event_id": ended["event_id"],
+        "saved": ended["saved"],
+        "model": if model.configured { model.primary } else { cycle::RULES_LABEL.to_string() },
+        "next_at": mneme_knowledge::entry::timestamp(next),
+        "next_ms": next,
+    }))
+}

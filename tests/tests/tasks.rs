@@ -137,6 +137,9 @@ fn the_api_rules_based_plans_schedule_priority_and_expiry() {
         assert!(
             done["plan"]["steps"][0]["result"].as_str().unwrap().starts_with("[rules (no model configured)] recall:")
         );
+        let related = done["plan"]["steps"][1]["result"].as_str().unwrap();
+        assert!(related.starts_with("[rules (no model configured)] associate:"), "{related}");
+        assert!(!related.contains("(error)"), "every rule action is well formed: {related}");
         let events = task_events(&app);
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(

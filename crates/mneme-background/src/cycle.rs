@@ -208,7 +208,7 @@ pub fn rule_actions(goal: &str, step: Option<&tasks::Step>) -> Vec<Action> {
     match step {
         Some(s) if !s.depends_on.is_empty() && s.description.starts_with("Gather") => Vec::new(),
         Some(s) if s.description.starts_with("Look for related") => {
-            vec![Action { kind: "associate".into(), params: obj(json!({"concept": goal_phrase(goal)})) }]
+            vec![Action { kind: "associate".into(), params: obj(json!({"seeds": [goal_phrase(goal)]})) }]
         }
         Some(s) => vec![Action { kind: "recall".into(), params: obj(json!({"query": s.description, "limit": 5})) }],
         None => vec![Action { kind: "recall".into(), params: obj(json!({"query": goal, "limit": 5})) }],

@@ -323,3 +323,40 @@ fn model_plans_cycles_surfacing_and_a_crash_mid_cycle() {
         assert_eq!(f["findings"][0]["text"], "step result");
     }
 }
+
+#[test]
+fn a_task_cancelled_mid_cycle_keeps_what_it_had_and_frees_the_worker() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let model = FakeModel::start(script(r#"{"actions": [], "done": true, "result": "step result"}"#));
+        model.route(PLAN, script(&chain_plan()));
+        // Step 1's answer comes after the principal has cancelled.
+        model.route(
+            &step_marker(1),
+            Script { delay: Duration::from_secs(3), ..script(r#"{"done": true, "result": "late"}"#) },
+        );
+        let app = App::start(&manifest(dir.path()), &env(&b, Some(&model)));
+        let t = create(&app, "Choose a laptop for the whole family", 1, T0);
+        let id = t["id"].as_str().unwrap().to_string();
+        let cycle = std::thread::scope(|s| {
+            let running = s.spawn(|| tick(&app, T0));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while model.requests_with(&step_marker(1)).is_empty() {
+                assert!(Instant::now() < deadline, "step 1 never started");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let r = call(&app, "DELETE", &format!("/tasks/{id}"), None, T0 + 1);
+            assert_eq!(r.status, 200, "{}", r.body);
+            running.join().unwrap()
+        });
+        assert!(cycle["abandoned"].as_str().unwrap().contains("no longer claimed"), "{cycle}");
+        let after = task(&app, &id);
+        assert_eq!(after["status"], "cancelled");
+        assert_eq!(step_status(&after)[0], "pending", "the late step is not written: {after}");
+        assert!(task_events(&app).is_empty(), "nothing is surfaced for a cancelled task");
+        // The worker is free at its next time, not after the lease.
+        let next = tick(&app, T0 + period());
+        assert_eq!((next["due"].as_bool(), next["task"].clone()), (Some(true), Value::Null), "{next}");
+    }
+}

@@ -219,6 +219,32 @@ async fn run_step(
     }
 }
 
+/// Ends a cycle whose checkpoint found the claim gone (the principal
+/// cancelled the task, or its lease ran out): the task keeps what it has,
+/// and the worker moves on to its next time instead of waiting out its
+/// lease. Any other failure is the tick's error.
+async fn abandon(
+    id: &str,
+    claim: &str,
+    progress: &Progress,
+    next_ms: i64,
+    now: u64,
+    e: StageError,
+) -> Result<Value, StageError> {
+    if e.code != "conflict" {
+        return Err(e);
+    }
+    let next = next_ms.max(0) as u64;
+    tasks::end_cycle(
+        json!({"id": id, "claim": claim, "progress": progress, "status": "in_progress", "event": null,
+               "next_ms": next, "outcome": format!("abandoned: {}", e.message), "now_ms": now})
+        .to_string(),
+    )
+    .await?;
+    Ok(json!({"due": true, "task_id": id, "abandoned": e.message, "saved": false,
+              "next_at": mneme_knowledge::entry::timestamp(next), "next_ms": next}))
+}
+
 /// One cycle, if the worker is due. `clock` is the request's time source
 /// (the test clock when enabled); `draw` decides the next period's jitter.
 pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageError> {
@@ -244,7 +270,9 @@ pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageErr
     if !progress.decomposed {
         let (plan, by) = decompose(&goal, &model).await;
         progress.decomposed(plan, &by);
-        save(&progress).await?;
+        if let Err(e) = save(&progress).await {
+            return abandon(&id, &claim, &progress, next_run(began_ms as i64, draw), clock(), e).await;
+        }
     }
     let mut lp = Loop {
         task_id: id.clone(),
@@ -266,7 +294,9 @@ pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageErr
             let run = run_step(&goal, &progress, Some(&step), &model, &mut lp).await?;
             if let Some((result, skipped)) = &run.finished {
                 progress.finish_step(&step.id, result, *skipped);
-                save(&progress).await?;
+                if let Err(e) = save(&progress).await {
+                    return abandon(&id, &claim, &progress, next_run(began_ms as i64, draw), clock(), e).await;
+                }
                 ran.push(json!({"step": step.id, "status": if *skipped { "skipped" } else { "done" }}));
             }
             if run.stop.is_some() || run.finished.is_none() {

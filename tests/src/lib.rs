@@ -309,6 +309,10 @@ fn http_request(method: &str, url: &str) -> ureq::http::request::Builder {
 
 impl Drop for App {
     fn drop(&mut self) {
+        // Already gone (crashed on purpose): its pid may be someone else's now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {

@@ -87,7 +87,7 @@ async fn create(req: Request, now: u64) -> Reply {
                 ChatMessage { role: "system".into(), content: PLAN_PROMPT.into() },
                 ChatMessage { role: "user".into(), content: cycle::decomposition_message(&goal) },
             ],
-            max_tokens: Some(1_200),
+            max_tokens: Some(cycle::DECOMPOSE_MAX_TOKENS),
             temperature: Some(cycle::DECOMPOSE_TEMPERATURE),
             json: true,
             timeout_ms: cycle::DECOMPOSE_TIMEOUT_MS,

@@ -60,7 +60,7 @@ async fn handle(req: Request) -> impl IntoResponse {
             let fixed = clock(&req, started).await;
             let offset = fixed as i64 - started as i64;
             let draw = draw(&req).await;
-            tasks::cycle(move || (now_ms() as i64 + offset) as u64, draw).await
+            tasks::cycle(fixed, move || (now_ms() as i64 + offset) as u64, draw).await
         }
         _ => {
             return ApiError::not_found(format!(

@@ -34,10 +34,7 @@ fn internal(message: String) -> StageError {
 }
 
 /// Asks the model for a plan, or takes the rules' when none is configured.
-pub async fn decompose(
-    goal: &str,
-    model: &llm::ModelStatus,
-) -> (Result<mneme_background::tasks::Plan, String>, String) {
+async fn decompose(goal: &str, model: &llm::ModelStatus) -> (Result<mneme_background::tasks::Plan, String>, String) {
     let answer = if model.configured {
         let r = llm::complete(CompletionRequest {
             tier: Tier::Primary,
@@ -45,7 +42,7 @@ pub async fn decompose(
                 ChatMessage { role: "system".into(), content: PLAN_PROMPT.into() },
                 ChatMessage { role: "user".into(), content: cycle::decomposition_message(goal) },
             ],
-            max_tokens: Some(1_200),
+            max_tokens: Some(cycle::DECOMPOSE_MAX_TOKENS),
             temperature: Some(cycle::DECOMPOSE_TEMPERATURE),
             json: true,
             timeout_ms: cycle::DECOMPOSE_TIMEOUT_MS,
@@ -227,14 +224,13 @@ async fn abandon(
     id: &str,
     claim: &str,
     progress: &Progress,
-    next_ms: i64,
+    next: u64,
     now: u64,
     e: StageError,
 ) -> Result<Value, StageError> {
     if e.code != "conflict" {
         return Err(e);
     }
-    let next = next_ms.max(0) as u64;
     tasks::end_cycle(
         json!({"id": id, "claim": claim, "progress": progress, "status": "in_progress", "event": null,
                "next_ms": next, "outcome": format!("abandoned: {}", e.message), "now_ms": now})
@@ -245,10 +241,10 @@ async fn abandon(
               "next_at": mneme_knowledge::entry::timestamp(next), "next_ms": next}))
 }
 
-/// One cycle, if the worker is due. `clock` is the request's time source
-/// (the test clock when enabled); `draw` decides the next period's jitter.
-pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageError> {
-    let began_ms = clock();
+/// One cycle, if the worker is due. `began_ms` is the request's time and
+/// `clock` its time source from then on (the test clock when enabled);
+/// `draw` decides the next period's jitter.
+pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageError> {
     let begun = parse(&tasks::begin_cycle(json!({"now_ms": began_ms, "lease_ms": LEASE_MS}).to_string()).await?);
     if begun["due"] != true || begun["task"].is_null() {
         return Ok(begun);
@@ -261,6 +257,9 @@ pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageErr
         serde_json::from_value(task["progress"].clone()).map_err(|e| internal(format!("task progress: {e}")))?;
     let model = llm::status().await;
     let before = progress.coverage();
+    // The period counts from the cycle's start, so its length does not
+    // stretch the schedule.
+    let next = next_run(began_ms as i64, draw).max(0) as u64;
     let save = async |p: &Progress| {
         tasks::checkpoint(
             json!({"id": id, "claim": claim, "progress": p, "now_ms": clock(), "lease_ms": LEASE_MS}).to_string(),
@@ -271,7 +270,7 @@ pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageErr
         let (plan, by) = decompose(&goal, &model).await;
         progress.decomposed(plan, &by);
         if let Err(e) = save(&progress).await {
-            return abandon(&id, &claim, &progress, next_run(began_ms as i64, draw), clock(), e).await;
+            return abandon(&id, &claim, &progress, next, clock(), e).await;
         }
     }
     let mut lp = Loop {
@@ -295,11 +294,12 @@ pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageErr
             if let Some((result, skipped)) = &run.finished {
                 progress.finish_step(&step.id, result, *skipped);
                 if let Err(e) = save(&progress).await {
-                    return abandon(&id, &claim, &progress, next_run(began_ms as i64, draw), clock(), e).await;
+                    return abandon(&id, &claim, &progress, next, clock(), e).await;
                 }
                 ran.push(json!({"step": step.id, "status": if *skipped { "skipped" } else { "done" }}));
             }
-            if run.stop.is_some() || run.finished.is_none() {
+            // A step that did not finish always says why.
+            if run.stop.is_some() {
                 stop = run.stop;
                 break;
             }
@@ -309,20 +309,21 @@ pub async fn cycle(clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageErr
         let (text, done) = run.finished.clone().map_or((String::new(), false), |(t, _)| (t, true));
         progress.record_flat(progress.cycles + 1, &text, run.coverage, done && model.configured);
         stop = run.stop;
-        ran.push(json!({"flat": true, "finished": run.finished.is_some()}));
+        if done {
+            ran.push(json!({"flat": true}));
+        }
     }
     let summary = match (&stop, ran.len()) {
-        (Some(s), 0) => Some(format!("no step finished ({s})")),
-        (s, n) => {
-            Some(format!("{n} step(s) this cycle{}", s.as_ref().map(|s| format!("; stopped: {s}")).unwrap_or_default()))
-        }
+        (Some(s), 0) => Some(format!("nothing finished ({s})")),
+        (s, n) => Some(format!(
+            "{n} {} this cycle{}",
+            if progress.plan.is_some() { "step(s)" } else { "pass(es) at the goal" },
+            s.as_ref().map(|s| format!("; stopped: {s}")).unwrap_or_default()
+        )),
     };
     let now = clock();
     let end = progress.end_cycle(before, summary.clone(), now as i64);
     let event = end.event(&id, &goal, &progress);
-    // The period counts from the cycle's start, so its length does not
-    // stretch the schedule.
-    let next = next_run(lp.now_ms as i64, draw).max(0) as u64;
     let ended = parse(
         &tasks::end_cycle(
             json!({"id": id, "claim": claim, "progress": progress, "status": end.state, "event": event,

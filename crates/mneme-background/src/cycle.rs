@@ -302,6 +302,8 @@ pub fn decomposition_message(goal: &str) -> String {
 /// reference's).
 pub const DECOMPOSE_TEMPERATURE: f32 = 0.3;
 pub const DECOMPOSE_TIMEOUT_MS: u32 = 30_000;
+/// Room for a plan of eight steps.
+pub const DECOMPOSE_MAX_TOKENS: u32 = 1_200;
 
 /// A decomposition's outcome: with no model, the rule-based plan; with
 /// one, its answer through the design's gates, or why there is no plan

@@ -30,7 +30,8 @@ pub const DUPLICATE_GOAL_JACCARD: f64 = 0.6;
 pub const PRIORITIES: std::ops::RangeInclusive<i64> = 1..=10;
 pub const DEFAULT_PRIORITY: i64 = 5;
 
-const COLUMNS: &str = "id, goal, status, priority, origin, coverage, progress, created_ms, updated_ms, expires_ms, cycles, lease_until_ms";
+const COLUMNS: &str =
+    "id, goal, status, priority, origin, coverage, progress, created_ms, updated_ms, expires_ms, cycles";
 /// States that count against [`MAX_ACTIVE`] and for duplicate goals.
 const OPEN: &str = "('proposed', 'accepted', 'in_progress')";
 

@@ -10,13 +10,14 @@ spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
         "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/rx",
-        "../../wit/tasks", "../../wit/entries",
+        "../../wit/tasks", "../../wit/consolidate", "../../wit/entries",
     ],
     world: "mneme:entries/tick",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     generate_all,
 });
 
+mod consolidate;
 mod knowledge;
 mod tasks;
 
@@ -56,6 +57,11 @@ async fn handle(req: Request) -> impl IntoResponse {
             let offset = fixed as i64 - started as i64;
             knowledge::drain(move || (now_ms() as i64 + offset) as u64).await
         }
+        "consolidate" => {
+            let fixed = clock(&req, started).await;
+            let offset = fixed as i64 - started as i64;
+            consolidate::drain(move || (now_ms() as i64 + offset) as u64).await
+        }
         "tasks" => {
             let fixed = clock(&req, started).await;
             let offset = fixed as i64 - started as i64;
@@ -64,7 +70,7 @@ async fn handle(req: Request) -> impl IntoResponse {
         }
         _ => {
             return ApiError::not_found(format!(
-                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, tasks"
+                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, consolidate, tasks"
             ))
                 .into_response();
         }

@@ -4,6 +4,7 @@
 //! numbers in `[0, 1)` from the caller, so a seeded generator in a test (or
 //! the host's random source in production) decides every draw.
 
+pub mod consolidate;
 pub mod cycle;
 pub mod tasks;
 

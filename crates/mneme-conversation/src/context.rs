@@ -257,6 +257,9 @@ pub struct Assembled {
     pub wm_turns: usize,
     pub gists: Vec<Gist>,
     pub facts: Vec<Fact>,
+    /// Episodes and concepts consolidation built that bear on the message.
+    #[serde(default)]
+    pub memories: Vec<String>,
     pub world_state: String,
     pub fok: f64,
     pub warmth: f64,

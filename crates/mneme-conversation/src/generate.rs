@@ -88,6 +88,12 @@ fn context_section(ctx: &Assembled, act: &[ActResult]) -> String {
             s.push_str(&format!("- [{}] {}\n", g.kind, g.content));
         }
     }
+    if !ctx.memories.is_empty() {
+        s.push_str("\n## Memories\n");
+        for m in &ctx.memories {
+            s.push_str(&format!("- {m}\n"));
+        }
+    }
     if !act.is_empty() {
         s.push_str("\n## Actions taken for this message\n");
         for r in act {
@@ -216,6 +222,10 @@ mod tests {
         assert!(sys.contains("Mode: CLARIFY"));
         assert!(sys.contains("favourite_tea: oolong"));
         assert!(sys.contains("name: Sam"));
+        assert!(!sys.contains("## Memories"), "no section without memories");
+        let with = Assembled { memories: vec!["[episode] Tasted oolongs in Taipei.".into()], ..ctx() };
+        let sys = &messages(Mode::Respond, &with, "which tea?", &[])[0].content;
+        assert!(sys.contains("\n## Memories\n- [episode] Tasted oolongs in Taipei.\n"), "{sys}");
         assert_eq!(m.len(), 4);
         assert_eq!(m[3].content, "which tea?");
     }

@@ -12,7 +12,8 @@ use mneme_store::{Sql, Stores, Value};
 use serde::Deserialize;
 use serde_json::{Map, Value as J, json};
 
-use crate::{Fail, Result, json_text, records, wm};
+use crate::{Fail, Result, consolidate, in_list, json_text, records, search, wm};
+use mneme_knowledge::fusion::Mode;
 
 #[derive(Debug, Deserialize)]
 pub struct DispatchRequest {
@@ -128,6 +129,8 @@ async fn recall(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> R
             hits.push(Hit { layer: "trait", text: format!("{k}: {v}"), confidence: r.f64("confidence")? });
         }
     }
+    hits.extend(recall_episodes(&stores.sql, query, broad, req.now_ms).await?);
+    hits.extend(recall_concepts(&stores.sql, query).await?);
     // Past exchanges beyond working memory, any topic: one query per keyword.
     for k in keys.iter().take(3) {
         let rows = stores
@@ -140,7 +143,7 @@ async fn recall(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> R
         for r in &rows {
             let text = r.text("prompt")?;
             if !hits.iter().any(|h| h.text == text) {
-                hits.push(Hit { layer: "episode", text, confidence: 0.6 });
+                hits.push(Hit { layer: "exchange", text, confidence: 0.6 });
             }
         }
     }
@@ -166,6 +169,82 @@ async fn recall(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> R
         .map(|h| format!("[{}, {}] {}", h.layer, label(h.confidence), h.text))
         .collect::<Vec<_>>()
         .join("; "))
+}
+
+/// An episode is recalled when the query's words hit its text or its
+/// embedding is at least this close.
+const EPISODE_RECALL_COSINE: f32 = 0.35;
+
+/// Episodes consolidation built (D-B4): the search index's hybrid
+/// candidates on the query (the 3 most salient recent ones for a broad
+/// query); their confidence grows with salience, and each recall counts as
+/// an access.
+async fn recall_episodes(sql: &Sql, query: &str, broad: bool, now: u64) -> Result<Vec<Hit>> {
+    let ids: Vec<String> = if broad {
+        sql.query("SELECT id FROM episodes ORDER BY salience DESC, created_ms DESC LIMIT 3", &[])
+            .await?
+            .iter()
+            .map(|r| r.text("id"))
+            .collect::<std::result::Result<_, _>>()?
+    } else {
+        let e = crate::embed(query)?;
+        let found = search::candidates(sql, &[consolidate::CORPUS], query, &e, Mode::Hybrid).await?;
+        found
+            .fused
+            .iter()
+            .filter_map(|(seq, _)| {
+                let (id, cos) = found.get(*seq)?;
+                (found.text.contains(seq) || *cos >= EPISODE_RECALL_COSINE).then(|| id.clone())
+            })
+            .take(3)
+            .collect()
+    };
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params: Vec<Value> = ids.iter().map(|i| Value::from(i.as_str())).collect();
+    let rows = sql
+        .query(
+            &format!("SELECT id, gist, outcome, salience FROM episodes WHERE id IN ({})", in_list(1, ids.len())),
+            &params,
+        )
+        .await?;
+    let mut params = params;
+    params.push(Value::Int(now as i64));
+    sql.execute(
+        &format!(
+            "UPDATE episodes SET access_count = access_count + 1, last_accessed_ms = ${} WHERE id IN ({})",
+            ids.len() + 1,
+            in_list(1, ids.len())
+        ),
+        &params,
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let (gist, outcome) = (r.text("gist")?, r.text("outcome")?);
+            let text = if outcome.is_empty() { gist } else { format!("{gist} (outcome: {outcome})") };
+            Ok(Hit { layer: "episode", text, confidence: 0.5 + 0.04 * r.i64("salience")? as f64 })
+        })
+        .collect()
+}
+
+/// Concepts the query names (whole words), strongest first.
+async fn recall_concepts(sql: &Sql, query: &str) -> Result<Vec<Hit>> {
+    let words = format!(" {} ", mneme_background::consolidate::concept_name(query));
+    let rows = sql
+        .query(
+            "SELECT name, definition, strength FROM semantic_concepts WHERE length(name) >= 3 AND $1 LIKE '% ' || name || ' %' \
+             ORDER BY strength DESC, name LIMIT 5",
+            &[words.into()],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let text = format!("{}: {}", r.text("name")?, r.text("definition")?);
+            Ok(Hit { layer: "concept", text, confidence: (0.4 + r.f64("strength")? / 20.0).min(0.9) })
+        })
+        .collect()
 }
 
 async fn memorize(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> Result<String> {
@@ -225,6 +304,16 @@ async fn introspect(stores: &Stores, req: &DispatchRequest) -> Result<String> {
         .map(|r| r.text("selected_mode"))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let world = crate::context::world_state(&stores.sql, None, req.now_ms).await?;
+    let memory = stores
+        .sql
+        .query(
+            "SELECT (SELECT count(*) FROM episodes) AS episodes, (SELECT count(*) FROM semantic_concepts) AS concepts, \
+             (SELECT count(*) FROM semantic_relationships) AS relationships",
+            &[],
+        )
+        .await?;
+    let m = memory.first().ok_or_else(|| Fail::new("internal", "the memory query returned no row"))?;
+    let pending = consolidate::pending(&stores.sql).await?;
     Ok(json!({
         "topic": req.topic,
         "gists": gists,
@@ -235,6 +324,10 @@ async fn introspect(stores: &Stores, req: &DispatchRequest) -> Result<String> {
         "focus": focus,
         "recent_modes": modes,
         "world_state": world,
+        "episodes": m.i64("episodes")?,
+        "concepts": m.i64("concepts")?,
+        "relationships": m.i64("relationships")?,
+        "consolidation_pending": pending,
     })
     .to_string())
 }
@@ -251,6 +344,29 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
         return Err(Fail::invalid("associate needs `seeds`"));
     }
     let depth = p.get("depth").and_then(J::as_u64).unwrap_or(2).clamp(1, 2);
+    // Over the concept graph consolidation built (D-B4): the reference's
+    // spreading activation; `include_weak` (default true) follows every
+    // weak edge, where the drift engine follows one in seven.
+    let include_weak = p.get("include_weak").and_then(J::as_bool).unwrap_or(true);
+    let found = consolidate::concept_seeds(&stores.sql, &seeds).await?;
+    if !found.is_empty() {
+        let ids: Vec<String> = found.iter().map(|(id, _)| id.clone()).collect();
+        let edges = consolidate::neighbourhood(&stores.sql, &ids, depth as u32).await?;
+        let mut active = mneme_background::consolidate::spread(&ids, &edges, depth as u32, || include_weak);
+        active.truncate(mneme_background::consolidate::SPREAD_TOP);
+        let active_ids: Vec<String> = active.iter().map(|(id, _)| id.clone()).collect();
+        let names = consolidate::concept_names(&stores.sql, &active_ids).await?;
+        let seeds_named: Vec<&str> = found.iter().map(|(_, n)| n.as_str()).collect();
+        if active.is_empty() {
+            return Ok(format!("concepts {}: nothing is associated with them yet", seeds_named.join(", ")));
+        }
+        let listed: Vec<String> = active
+            .iter()
+            .filter_map(|(id, a)| Some(format!("{} ({a:.2})", names.iter().find(|(i, _)| i == id)?.1)))
+            .collect();
+        return Ok(format!("concepts associated with {}: {}", seeds_named.join(", "), listed.join(", ")));
+    }
+    // No concept yet: spread over topic similarity instead.
     let rows =
         stores.sql.query("SELECT name, embedding FROM topics ORDER BY last_active_ms DESC LIMIT 200", &[]).await?;
     let topics: Vec<(String, Vec<f32>)> = rows
@@ -289,7 +405,8 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
     if activation.is_empty() {
         return Ok(format!("no topic is associated with {}", seeds.join(", ")));
     }
-    Ok(activation.iter().map(|(n, a)| format!("{n} ({a:.2})")).collect::<Vec<_>>().join(", "))
+    let listed: Vec<String> = activation.iter().map(|(n, a)| format!("{n} ({a:.2})")).collect();
+    Ok(format!("topics (no concepts yet): {}", listed.join(", ")))
 }
 
 /// Parses an ISO-8601 / RFC 3339 timestamp (`YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]`,

@@ -20,8 +20,6 @@ pub const EPISODE_EXCHANGES: i64 = 5;
 pub const EPISODE_TOPIC_EXCHANGES: i64 = 3;
 /// …or after this much inactivity (ms) with exchanges pending.
 pub const EPISODE_INACTIVITY_MS: u64 = 600_000;
-/// Semantic consolidation runs every this many episodes.
-pub const SEMANTIC_EVERY_EPISODES: i64 = 20;
 
 #[derive(Debug, Deserialize)]
 pub struct Request {
@@ -142,8 +140,9 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
         return Ok(Vec::new());
     }
 
-    // The encode event: the chunker job for this exchange, an episode when
-    // the session calls for one, and semantic consolidation every 20 episodes.
+    // The encode event: the chunker job for this exchange and an episode
+    // when the session calls for one. The episode worker queues semantic
+    // consolidation (002 §9).
     let mut jobs = vec![CHUNKER_QUEUE.to_string()];
     let payload = json!({"exchange_id": r.exchange_id, "thread_id": r.thread_id, "topic": r.topic, "prompt": r.text, "response": r.reply}).to_string();
     enqueue(sql, CHUNKER_QUEUE, Some(&r.thread_id), &payload, r.now_ms).await?;
@@ -179,17 +178,6 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
             .to_string();
         enqueue(sql, EPISODIC_QUEUE, Some(&r.thread_id), &p, r.now_ms).await?;
         jobs.push(EPISODIC_QUEUE.into());
-        let episodes = sql
-            .query("SELECT count(*) AS n FROM jobs WHERE queue = $1", &[EPISODIC_QUEUE.into()])
-            .await?
-            .first()
-            .map(|row| row.i64("n"))
-            .transpose()?
-            .unwrap_or(0);
-        if episodes % SEMANTIC_EVERY_EPISODES == 0 {
-            enqueue(sql, SEMANTIC_QUEUE, None, &json!({"episodes": episodes}).to_string(), r.now_ms).await?;
-            jobs.push(SEMANTIC_QUEUE.into());
-        }
     }
     Ok(jobs)
 }

@@ -58,12 +58,13 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     let stored_focus = if req.light { None } else { records::focus(kv, &req.thread_id, now).await? };
 
     let mut embed_ms = 0;
+    let mut embedding = Vec::new();
     let (topic_name, is_new_topic, topic_confidence, streak, distracted) = if req.light {
         let t = prior_streak.as_ref().map_or(GENERAL_TOPIC.to_string(), |s| s.topic.clone());
         (t, false, 0.0, prior_streak.as_ref().map_or(0, |s| s.count), false)
     } else {
         let t0 = mneme_store::kv::now_ms();
-        let embedding = embed(&req.text)?;
+        embedding = embed(&req.text)?;
         embed_ms = mneme_store::kv::now_ms().saturating_sub(t0);
         let c =
             classify_topic(sql, &embedding, &req.text, prior_streak.as_ref().map(|s| s.topic.as_str()), now).await?;
@@ -113,6 +114,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     let facts = records::facts(kv, &topic_name, now).await?;
     let fok = records::fok(kv, &topic_name).await?;
     let world_state = world_state(sql, focus.as_ref(), now).await?;
+    let memories = crate::consolidate::memories(sql, &req.text, &embedding).await?;
     let wm_turns = wm::turn_count(&turns);
     let warmth = context::warmth(wm_turns, gists.len(), !world_state.is_empty());
     let density = context::density(gists.len(), facts.len());
@@ -138,6 +140,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
             .map(|g| context::Gist { content: g.content.clone(), kind: g.kind.clone(), confidence: g.confidence })
             .collect(),
         facts: records::plain_facts(&facts),
+        memories,
         world_state,
         fok,
         warmth: warmth.warmth,

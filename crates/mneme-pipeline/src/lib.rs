@@ -6,6 +6,7 @@
 
 pub mod act;
 pub mod commit;
+pub mod consolidate;
 pub mod context;
 pub mod knowledge;
 pub mod memory;

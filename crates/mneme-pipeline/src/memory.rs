@@ -169,13 +169,57 @@ async fn delete_exchange_rows(sql: &Sql, ids: &[String]) -> Result<u64> {
             sql.execute(&format!("DELETE FROM {table} WHERE exchange_id = $1"), &[id.as_str().into()]).await?;
         }
         n += sql.execute("DELETE FROM exchanges WHERE id = $1", &[id.as_str().into()]).await?;
+        forget_episodes_of(sql, id).await?;
     }
     Ok(n)
 }
 
+/// Forgets the episodes built from an exchange, their search entries, and
+/// each concept that no remaining episode backs (with its relationships).
+async fn forget_episodes_of(sql: &Sql, exchange_id: &str) -> Result<()> {
+    let like = format!("%\"{}\"%", exchange_id.replace(['%', '_'], ""));
+    let gone: Vec<String> = sql
+        .query("SELECT id FROM episodes WHERE exchange_ids LIKE $1", &[like.into()])
+        .await?
+        .iter()
+        .map(|r| r.text("id"))
+        .collect::<std::result::Result<_, _>>()?;
+    for ep in &gone {
+        sql.execute("DELETE FROM episodes WHERE id = $1", &[ep.as_str().into()]).await?;
+        crate::search::remove(sql, crate::consolidate::CORPUS, ep).await?;
+        let concepts = sql
+            .query(
+                "SELECT id, source_episodes FROM semantic_concepts WHERE source_episodes LIKE $1",
+                &[format!("%\"{ep}\"%").into()],
+            )
+            .await?;
+        for c in &concepts {
+            let id = c.text("id")?;
+            let mut sources: Vec<String> = serde_json::from_str(&c.text("source_episodes")?).unwrap_or_default();
+            sources.retain(|s| s != ep);
+            if sources.is_empty() {
+                sql.execute(
+                    "DELETE FROM semantic_relationships WHERE source_id = $1 OR target_id = $1",
+                    &[id.as_str().into()],
+                )
+                .await?;
+                sql.execute("DELETE FROM semantic_concepts WHERE id = $1", &[id.as_str().into()]).await?;
+            } else {
+                sql.execute(
+                    "UPDATE semantic_concepts SET source_episodes = $2 WHERE id = $1",
+                    &[id.as_str().into(), crate::json_text(&sources).into()],
+                )
+                .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Forgets one exchange, one fact, or everything about a topic (its
 /// exchanges and their logs, working-memory turns, gists, facts, FOK and
-/// the topic itself).
+/// the topic itself), and the episodes built from those exchanges with
+/// the concepts only they backed.
 pub async fn forget(req: ForgetRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let (sql, kv) = (&stores.sql, &stores.kv);
@@ -251,7 +295,7 @@ fn to_store(f: Fail) -> mneme_store::StoreError {
 }
 
 /// Tables the principal's data lives in, in export order.
-pub const TABLES: [&str; 25] = [
+pub const TABLES: [&str; 28] = [
     "user_traits",
     "threads",
     "exchanges",
@@ -277,6 +321,9 @@ pub const TABLES: [&str; 25] = [
     "rx_observations",
     "rx_recs",
     "rx_artifacts",
+    "episodes",
+    "semantic_concepts",
+    "semantic_relationships",
 ];
 /// Key-value prefixes of the principal's memory.
 pub const KV_PREFIXES: [&str; 7] = ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:"];

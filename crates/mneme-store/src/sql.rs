@@ -103,6 +103,13 @@ impl Row {
         }
     }
 
+    pub fn opt_f64(&self, column: &str) -> Result<Option<f64>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            _ => self.f64(column).map(Some),
+        }
+    }
+
     pub fn text(&self, column: &str) -> Result<String, StoreError> {
         match self.value(column)? {
             Value::Text(s) => Ok(s.clone()),

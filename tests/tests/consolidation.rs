@@ -1,0 +1,398 @@
+//! Memory consolidation (002 §6) through the runner over HTTP, on both
+//! storage backends: the commit's queues drained by `POST /tick/consolidate`
+//! into gists and facts, episodes (searchable) and concepts with
+//! relationships; by the labelled rules and by the scripted model; retries;
+//! two ticks at once; a crash mid-job followed by a run that does the work
+//! exactly once; and what recall, associate, introspect and forget make of it.
+
+use std::time::{Duration, Instant};
+
+use mneme_background::cycle::RULES_LABEL;
+use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::{App, BACKENDS, BackendEnv, edited_manifest};
+use serde_json::{Value, json};
+
+const KEY: &str = "test-api-key";
+const T0: u64 = 1_800_000_000_000;
+const MIN: u64 = 60_000;
+/// Markers of the three consolidation prompts.
+const CHUNKER: &str = "You read one exchange between the principal";
+const EPISODE: &str = "You turn a stretch of conversation";
+const SEMANTIC: &str = "You read episodes from the principal";
+/// The job lease of `components/tick/src/consolidate.rs`.
+const LEASE_MS: u64 = 120_000;
+
+/// The app without the consolidation and task crons, so only the test's
+/// ticks (on the test clock) run them.
+fn manifest(dir: &std::path::Path) -> String {
+    let path = edited_manifest(dir, "spin.toml", |m| {
+        let mut m = m;
+        for job in ["consolidate", "tasks"] {
+            let start = m.find(&format!("path = \"/tick/{job}\"")).expect("the cron entry moved");
+            let block = m[..start].rfind("[[application.tool.mneme.cron]]").unwrap();
+            m.replace_range(block..start + format!("path = \"/tick/{job}\"").len(), "");
+        }
+        m
+    });
+    path.display().to_string()
+}
+
+fn env(b: &BackendEnv, model: Option<&FakeModel>) -> Vec<(String, String)> {
+    let mut env = b.vars.clone();
+    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
+    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
+    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
+    if let Some(m) = model {
+        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
+        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
+        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
+        env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
+    }
+    env
+}
+
+fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: u64) -> mneme_e2e::Resp {
+    let a = format!("Bearer {KEY}");
+    let t = at.to_string();
+    let b = body.map(|b| b.to_string());
+    app.request(method, path, &[("authorization", &a), ("x-mneme-clock", &t)], b.as_deref().map(str::as_bytes))
+}
+
+fn get(app: &App, path: &str) -> Value {
+    let r = call(app, "GET", path, None, T0);
+    assert_eq!(r.status, 200, "{path}: {}", r.body);
+    r.json()
+}
+
+fn chat(app: &App, text: &str, at: u64) {
+    let r = call(app, "POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), at);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("event: message"), "{}", r.body);
+}
+
+fn tick(app: &App, job: &str, at: u64) -> Value {
+    let t = at.to_string();
+    let r = app.request(
+        "POST",
+        &format!("/tick/{job}"),
+        &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &t), ("x-mneme-seed", "1")],
+        None,
+    );
+    assert_eq!(r.status, 200, "tick: {}", r.body);
+    r.json()["result"].clone()
+}
+
+fn table(app: &App, name: &str) -> Vec<Value> {
+    get(app, "/privacy/export")["tables"][name].as_array().cloned().unwrap_or_default()
+}
+
+/// Every gist of every topic.
+fn gists(app: &App, at: u64) -> Vec<Value> {
+    let r = call(app, "GET", "/privacy/export", None, at);
+    r.json()["memory"]["gists"]
+        .as_object()
+        .map(|m| m.values().flat_map(|v| v.as_array().unwrap().clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Five plain exchanges (a low-salience episode), then five personal ones
+/// (a high-salience one, which queues semantic consolidation).
+const PLAIN: [&str; 5] = [
+    "The cello has four strings tuned in perfect fifths",
+    "Cello bows are usually strung with horsehair",
+    "The cello repertoire includes the Bach suites",
+    "A cello endpin rests on the floor",
+    "Cello rosin comes in light and dark kinds",
+];
+const PERSONAL: [&str; 5] = [
+    "I decided to learn the cello and I am so excited",
+    "I will practise the cello every morning before work",
+    "I am a bit worried about my cello posture",
+    "My cello teacher is Ana Moreira",
+    "Which cello bow should I buy first?",
+];
+
+fn converse(app: &App, texts: &[&str], from: u64) {
+    for (i, t) in texts.iter().enumerate() {
+        chat(app, t, from + i as u64 * MIN);
+    }
+}
+
+fn statuses(app: &App) -> Vec<(String, String)> {
+    let jobs = get(app, "/jobs?limit=500");
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["queue"] != "tool-queue")
+        .map(|j| (j["queue"].as_str().unwrap().to_string(), j["status"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(&manifest(dir.path()), &env(&b, None));
+        let t = |k: &str| app.request("POST", &format!("/tick/{k}"), &[], None);
+        t("consolidate").assert_error(401, "unauthorized");
+
+        converse(&app, &PLAIN, T0);
+        converse(&app, &PERSONAL, T0 + 5 * MIN);
+        let queued = statuses(&app);
+        let count = |q: &str| queued.iter().filter(|(name, _)| name == q).count();
+        assert_eq!(count("memory-chunker-queue"), 10, "{queued:?}");
+        assert_eq!(count("episodic-memory-queue"), 2, "one episode per five exchanges: {queued:?}");
+        assert_eq!(count("semantic_consolidation_queue"), 0, "the episode worker queues it");
+
+        let at = T0 + 11 * MIN;
+        let r = tick(&app, "consolidate", at);
+        let jobs = r["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 13, "10 chunks, 2 episodes, 1 semantic job: {r}");
+        assert!(jobs.iter().all(|j| j["status"] == "done"), "{r}");
+        assert!(jobs.iter().all(|j| j["result"]["source"] == RULES_LABEL || j["result"]["skipped"].is_string()), "{r}");
+        let episodes = table(&app, "episodes");
+        assert_eq!(episodes.len(), 2);
+        let salience: Vec<i64> = episodes.iter().map(|e| e["salience"].as_i64().unwrap()).collect();
+        // Plain: novelty 3 → 0.4. Personal: novelty 2, two emotions, two
+        // commitments, a question left open → (0.267 + 0.267 + 0.133) × 1.25.
+        assert_eq!(salience, [4, 8], "{episodes:?}");
+        assert!(episodes[1]["open_loops"].as_str().unwrap().contains("Which cello bow should I buy first?"));
+        let semantic: Vec<&Value> = jobs.iter().filter(|j| j["queue"] == "semantic_consolidation_queue").collect();
+        assert_eq!(semantic[0]["result"]["episodes"], 2, "{r}");
+        let concepts = table(&app, "semantic_concepts");
+        let cello = concepts.iter().find(|c| c["name"] == "cello").expect("a cello concept");
+        assert_eq!(cello["strength"], 2.0, "named by both episodes");
+        assert_eq!(cello["confidence"], 0.5, "the rules' confidence");
+        assert!(!table(&app, "semantic_relationships").is_empty());
+
+        // Gists and a fact from the personal exchanges, on their topics.
+        let g = gists(&app, at);
+        let kinds: Vec<&str> = g.iter().map(|g| g["type"].as_str().unwrap()).collect();
+        assert!(kinds.contains(&"decision") && kinds.contains(&"commitment"), "{g:?}");
+        assert!(
+            g.iter().any(|g| g["content"] == "The principal said: I decided to learn the cello and I am so excited")
+        );
+        let export = call(&app, "GET", "/privacy/export", None, at).json();
+        let facts = export["memory"]["facts"].to_string();
+        assert!(facts.contains("\"cello_teacher\"") && facts.contains("Ana Moreira"), "{facts}");
+
+        // Idempotent: the next tick finds nothing; every job is done once.
+        assert_eq!(tick(&app, "consolidate", at + MIN)["jobs"], json!([]));
+        assert!(statuses(&app).iter().all(|(_, s)| s == "done"), "{:?}", statuses(&app));
+        assert_eq!(table(&app, "episodes").len(), 2);
+
+        // Episodes are in the vault search.
+        let found = get(&app, "/search?q=cello%20bow%20posture&corpus=episode");
+        let hits = found["results"].as_array().unwrap();
+        assert!(!hits.is_empty() && hits.iter().all(|h| h["corpus"] == "episode"), "{found}");
+        assert_eq!(hits[0]["id"], episodes[1]["id"]);
+
+        // Recall and associate read them, through a task's rule plan.
+        let task = call(&app, "POST", "/tasks", Some(json!({"goal": "Find a good cello practice routine"})), at);
+        assert_eq!(task.status, 201, "{}", task.body);
+        let id = task.json()["id"].as_str().unwrap().to_string();
+        let cycle = tick(&app, "tasks", at + 2 * MIN);
+        assert_eq!(cycle["task_id"], id.as_str(), "{cycle}");
+        let steps = get(&app, &format!("/tasks/{id}"))["plan"]["steps"].clone();
+        let recall = steps[0]["result"].as_str().unwrap();
+        assert!(recall.contains("[episode, "), "{recall}");
+        assert!(recall.contains("[concept, ") && recall.contains("cello: mentioned in"), "{recall}");
+        let assoc = steps[1]["result"].as_str().unwrap();
+        assert!(assoc.contains("concepts associated with cello"), "{assoc}");
+
+        // Forgetting the topic of the personal exchanges forgets the episode
+        // built from them, its search entry and what only it backed.
+        let topic = table(&app, "exchanges").last().unwrap()["topic"].as_str().unwrap().to_string();
+        let r = call(&app, "POST", "/memory/forget", Some(json!({"scope": "topic", "topic": topic})), at);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let left = table(&app, "episodes");
+        assert!(left.iter().all(|e| e["id"] != episodes[1]["id"]), "{left:?}");
+        let found = get(&app, "/search?q=cello%20bow%20posture&corpus=episode");
+        assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != episodes[1]["id"]));
+        let still = table(&app, "semantic_concepts");
+        assert!(
+            still.iter().all(|c| !c["source_episodes"].as_str().unwrap().contains(episodes[1]["id"].as_str().unwrap()))
+        );
+    }
+}
+
+fn script(reply: Value) -> Script {
+    Script { reply: reply.to_string(), ..Default::default() }
+}
+
+fn episode_answer(novelty: u8, emotional: u8) -> Script {
+    script(json!({
+        "intent": {"type": "learning", "direction": "learn the cello"},
+        "context": {"situational": "evening", "conversational": "planning", "constraints": []},
+        "action": "planned practice", "emotion": {"type": "joy", "valence": 0.6, "intensity": 0.5, "arc": "rising"},
+        "outcome": "a practice plan", "gist": "The principal planned cello practice with Ana.",
+        "salience_factors": {"novelty": novelty, "emotional": emotional, "commitment": 0, "unresolved": false},
+        "open_loops": ["choose a bow"]
+    }))
+}
+
+fn model_app(b: &BackendEnv, dir: &std::path::Path) -> (FakeModel, App, Vec<(String, String)>, String) {
+    let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
+    model.route(
+        marker::TRIAGE,
+        script(json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
+                      "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
+    );
+    model.route(
+        CHUNKER,
+        script(json!({"gists": [{"type": "commitment", "content": "The principal practises cello every morning.", "confidence": 8},
+                                {"type": "mood", "content": "ignored", "confidence": 9}],
+                      "facts": [{"key": "cello_teacher", "value": "Ana", "confidence": 9}]})),
+    );
+    model.route(EPISODE, episode_answer(0, 0));
+    model.route(
+        SEMANTIC,
+        script(json!({"concepts": [{"name": "Cello", "type": "skill", "definition": "The instrument the principal is learning.", "domain": "leisure", "abstraction_level": 1},
+                                   {"name": "morning practice", "type": "idea", "definition": "Daily practice before work.", "domain": "learning", "abstraction_level": 2}],
+                      "relationships": [{"source": "morning practice", "target": "cello", "type": "supports", "strength": 0.8}]})),
+    );
+    let env = env(b, Some(&model));
+    let manifest = manifest(dir);
+    let app = App::start(&manifest, &env);
+    (model, app, env, manifest)
+}
+
+#[test]
+fn the_model_consolidates_with_retries_and_a_crash_mid_job_loses_nothing() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let (model, app, env, manifest) = model_app(&b, dir.path());
+
+        // A chunker answer that is not JSON gives the job back to retry…
+        model.route(CHUNKER, Script { reply: "I cannot do that".into(), ..Default::default() });
+        chat(&app, "I practise the cello every morning now", T0);
+        let r = tick(&app, "consolidate", T0 + MIN);
+        assert_eq!(r["jobs"][0]["status"], "queued", "{r}");
+        assert!(r["jobs"][0]["error"].as_str().unwrap().contains("the chunker's answer"), "{r}");
+        // …after a backoff (30 s per attempt)…
+        assert_eq!(tick(&app, "consolidate", T0 + MIN + 29_000)["jobs"], json!([]));
+        let r = tick(&app, "consolidate", T0 + MIN + 31_000);
+        assert_eq!(r["jobs"][0]["status"], "queued", "{r}");
+        // …and the third failure fails it.
+        let r = tick(&app, "consolidate", T0 + 3 * MIN);
+        assert_eq!(r["jobs"][0]["status"], "failed", "{r}");
+        assert_eq!(model.requests_with(CHUNKER).len(), 3);
+
+        model.route(
+            CHUNKER,
+            script(json!({"gists": [{"type": "commitment", "content": "The principal practises cello every morning.", "confidence": 8},
+                                    {"type": "mood", "content": "ignored", "confidence": 9}],
+                          "facts": [{"key": "cello_teacher", "value": "Ana", "confidence": 9}, {"key": "pet", "value": "cat", "confidence": 3}]})),
+        );
+        for i in 1..5 {
+            chat(&app, &format!("Cello practice note number {i} about scales and bowing"), T0 + (3 + i) * MIN);
+        }
+        // Two ticks at once: every job runs once.
+        let at = T0 + 10 * MIN;
+        let (a, b2) = std::thread::scope(|s| {
+            let one = s.spawn(|| tick(&app, "consolidate", at));
+            let two = s.spawn(|| tick(&app, "consolidate", at));
+            (one.join().unwrap(), two.join().unwrap())
+        });
+        let mut ids: Vec<i64> = a["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(b2["jobs"].as_array().unwrap())
+            .map(|j| j["job_id"].as_i64().unwrap())
+            .collect();
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!((n, ids.len()), (5, 5), "4 chunks and an episode, each once: {a} {b2}");
+        assert_eq!(model.requests_with(CHUNKER).len(), 3 + 4);
+        let g = gists(&app, at);
+        assert_eq!(g.len(), 1, "the same gist from four exchanges is stored once: {g:?}");
+        assert_eq!((g[0]["type"].as_str(), g[0]["confidence"].as_u64()), (Some("commitment"), Some(8)));
+        let facts = call(&app, "GET", "/privacy/export", None, at).json()["memory"]["facts"].to_string();
+        assert!(facts.contains("\"cello_teacher\"") && !facts.contains("\"pet\""), "0.3 is under the gate: {facts}");
+        let episodes = table(&app, "episodes");
+        assert_eq!(episodes.len(), 1);
+        assert_eq!(
+            (episodes[0]["salience"].as_i64(), episodes[0]["source"].as_str()),
+            (Some(1), Some("scripted-model")),
+            "the model's own name"
+        );
+        let body: Value = serde_json::from_str(&model.requests_with(EPISODE)[0]).unwrap();
+        assert_eq!(body["model"], "small-model");
+        assert!(body["messages"][1]["content"].as_str().unwrap().contains("Cello practice note number 4"));
+
+        // A crash while the next episode's model call hangs.
+        model.route(EPISODE, Script { delay: Duration::from_secs(60), ..episode_answer(3, 3) });
+        for i in 0..5 {
+            chat(&app, &format!("I feel thrilled about cello lesson {i} with Ana"), T0 + (20 + i) * MIN);
+        }
+        let crash_at = T0 + 30 * MIN;
+        let app = std::thread::scope(|s| {
+            let url = app.url.clone();
+            s.spawn(move || {
+                let _ = ureq::post(&format!("{url}/tick/consolidate"))
+                    .header("authorization", "Bearer test-cron")
+                    .header("x-mneme-clock", &crash_at.to_string())
+                    .send_empty();
+            });
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while model.requests_with(EPISODE).len() < 2 {
+                assert!(Instant::now() < deadline, "the second episode never started");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            app.crash_and_restart(&manifest, &env)
+        });
+        model.route(EPISODE, episode_answer(3, 3));
+        // The lease holds the job until it ends…
+        assert_eq!(tick(&app, "consolidate", crash_at + 1_000)["jobs"], json!([]));
+        // …then the next run builds the episode once, and its salience (1.0
+        // against a mean of 0.1) queues semantic consolidation.
+        let r = tick(&app, "consolidate", crash_at + LEASE_MS + 1_000);
+        let jobs = r["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 2, "the episode and the semantic job: {r}");
+        assert_eq!(jobs[0]["result"]["semantic_queued"], true, "{r}");
+        assert_eq!(jobs[1]["result"]["concepts_created"], 2, "{r}");
+        let episodes = table(&app, "episodes");
+        assert_eq!(episodes.len(), 2, "exactly one episode per job");
+        assert_eq!(episodes[1]["salience"], 8, "(0.4 + 0.4) × … = 0.8 → 8");
+        let ep_jobs: Vec<Value> = get(&app, "/jobs?queue=episodic-memory-queue")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["attempts"].clone())
+            .collect();
+        assert_eq!(ep_jobs, [json!(2), json!(1)], "the crashed job took a second attempt");
+        let concepts = table(&app, "semantic_concepts");
+        let names: Vec<&str> = concepts.iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.contains(&"cello") && names.contains(&"morning practice"));
+        // Both episodes' gists name the cello, and a concept no gist names
+        // is credited to the whole batch: each starts at 1 and the second
+        // episode adds 1.
+        assert!(concepts.iter().all(|c| c["confidence"] == 0.8 && c["strength"] == 2.0), "{concepts:?}");
+        let rel = table(&app, "semantic_relationships");
+        assert_eq!(
+            (rel.len(), rel[0]["relationship_type"].as_str(), rel[0]["strength"].as_f64()),
+            (1, Some("supports"), Some(0.8))
+        );
+        let sem: Value = serde_json::from_str(&model.requests_with(SEMANTIC)[0]).unwrap();
+        let user = sem["messages"][1]["content"].as_str().unwrap();
+        assert!(user.contains("The principal planned cello practice with Ana."), "{user}");
+
+        // The next conversation's context carries the episodes and concepts
+        // that bear on the message.
+        chat(&app, "How is my cello practice with Ana going?", crash_at + LEASE_MS + 2 * MIN);
+        let generation = model.requests().into_iter().rev().find(|r| r.contains("\"stream\":true")).unwrap();
+        let system: Value = serde_json::from_str(&generation).unwrap();
+        let system = system["messages"][0]["content"].as_str().unwrap();
+        assert!(
+            system.contains("\n## Memories\n- [episode] The principal planned cello practice with Ana."),
+            "{system}"
+        );
+        assert!(system.contains("Still open: choose a bow."), "{system}");
+        assert!(system.contains("- [concept] cello: The instrument the principal is learning."), "{system}");
+    }
+}

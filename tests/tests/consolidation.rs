@@ -151,7 +151,8 @@ fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
         assert_eq!(jobs.len(), 13, "10 chunks, 2 episodes, 1 semantic job: {r}");
         assert!(jobs.iter().all(|j| j["status"] == "done"), "{r}");
         assert!(jobs.iter().all(|j| j["result"]["source"] == RULES_LABEL || j["result"]["skipped"].is_string()), "{r}");
-        let episodes = table(&app, "episodes");
+        let mut episodes = table(&app, "episodes");
+        episodes.sort_by_key(|e| e["created_ms"].as_i64());
         assert_eq!(episodes.len(), 2);
         let salience: Vec<i64> = episodes.iter().map(|e| e["salience"].as_i64().unwrap()).collect();
         // Plain: novelty 3 → 0.4. Personal: novelty 2, two emotions, two
@@ -201,15 +202,24 @@ fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
         let assoc = steps[1]["result"].as_str().unwrap();
         assert!(assoc.contains("concepts associated with cello"), "{assoc}");
 
-        // Forgetting the topic of the personal exchanges forgets the episode
-        // built from them, its search entry and what only it backed.
-        let topic = table(&app, "exchanges").last().unwrap()["topic"].as_str().unwrap().to_string();
-        let r = call(&app, "POST", "/memory/forget", Some(json!({"scope": "topic", "topic": topic})), at);
+        // Forgetting one personal exchange forgets the episode built from
+        // it, its search entry and embedding, and every concept drawn from it.
+        let exchanges = table(&app, "exchanges");
+        let last = exchanges.iter().find(|e| e["prompt"] == PERSONAL[4]).unwrap()["id"].as_str().unwrap().to_string();
+        let r = call(&app, "POST", "/memory/forget", Some(json!({"scope": "exchange", "id": last})), at);
         assert_eq!(r.status, 200, "{}", r.body);
         let left = table(&app, "episodes");
-        assert!(left.iter().all(|e| e["id"] != episodes[1]["id"]), "{left:?}");
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0]["id"], episodes[0]["id"]);
         let found = get(&app, "/search?q=cello%20bow%20posture&corpus=episode");
         assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != episodes[1]["id"]));
+        let waiting = table(&app, "episodes");
+        assert_eq!(waiting[0]["semantic_status"], "pending", "its concepts went with the forgotten one's");
+        assert_eq!(
+            table(&app, "search_vectors").len(),
+            table(&app, "search_index").len(),
+            "no embedding is left behind"
+        );
         let still = table(&app, "semantic_concepts");
         assert!(
             still.iter().all(|c| !c["source_episodes"].as_str().unwrap().contains(episodes[1]["id"].as_str().unwrap()))

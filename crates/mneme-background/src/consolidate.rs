@@ -163,11 +163,15 @@ pub fn rule_chunk(prompt: &str) -> Chunk {
                 confidence: CHUNKER_MIN_CONFIDENCE,
             });
         }
-        if let Some(i) = l.find("my ")
-            && let Some(j) = l[i..].find(" is ")
+        // ASCII lower-casing keeps every byte offset, so they index `s`.
+        let la = s.to_ascii_lowercase();
+        let start = if la.starts_with("my ") { Some(0) } else { la.find(" my ").map(|p| p + 1) };
+        if let Some(i) = start
+            && let Some(j) = la[i + 2..].find(" is ").filter(|j| *j >= 1)
         {
-            let key = l[i + 3..i + j].trim().replace(char::is_whitespace, "_");
-            let value = s[(i + j + 4).min(s.len())..].trim().trim_end_matches(['.', '!']).to_string();
+            // `j` counts from the space after "my".
+            let key = la[i + 3..i + 2 + j].trim().replace(char::is_whitespace, "_");
+            let value = s[i + 2 + j + 4..].trim().trim_end_matches(['.', '!']).to_string();
             if !key.is_empty() && key.split('_').count() <= 4 && !value.is_empty() {
                 chunk.facts.push(FactDraft { key, value: clip(&value, 300), confidence: 0.6 });
             }
@@ -391,15 +395,20 @@ pub fn rule_episode(topic: &str, exchanges: &[Exchange]) -> EpisodeDraft {
 
 /// Whether an episode just built calls for semantic consolidation: 20
 /// episodes wait for it, or this one's salience is at least 1.4 × the mean
-/// of the waiting ones before it (with at least one), and no semantic job
-/// was queued in the last 5 minutes.
+/// of the waiting ones before it (with at least one) and no semantic job
+/// was queued in the last 5 minutes. Never while a semantic job is still
+/// open: it will take the waiting episodes.
 pub fn semantic_due(
     waiting: i64,
     salience: f64,
     earlier_mean: Option<f64>,
     last_queued_ms: Option<u64>,
+    open: bool,
     now_ms: u64,
 ) -> bool {
+    if open {
+        return false;
+    }
     if waiting >= SEMANTIC_EVERY {
         return true;
     }
@@ -649,13 +658,14 @@ mod tests {
 
     #[test]
     fn semantic_consolidation_triggers() {
-        assert!(semantic_due(20, 0.1, Some(0.5), Some(1_000), 1_000), "20 waiting: always");
-        assert!(!semantic_due(19, 0.5, Some(0.5), None, 0));
-        assert!(semantic_due(2, 0.7, Some(0.5), None, 0), "1.4 × the mean");
-        assert!(!semantic_due(2, 0.69, Some(0.5), None, 0));
-        assert!(!semantic_due(1, 0.9, None, None, 0), "no earlier episode, no mean");
-        assert!(!semantic_due(2, 0.7, Some(0.5), Some(1_000), 1_000 + SEMANTIC_COOLDOWN_MS - 1), "cooldown");
-        assert!(semantic_due(2, 0.7, Some(0.5), Some(1_000), 1_000 + SEMANTIC_COOLDOWN_MS));
+        assert!(semantic_due(20, 0.1, Some(0.5), Some(1_000), false, 1_000), "20 waiting: always");
+        assert!(!semantic_due(19, 0.5, Some(0.5), None, false, 0));
+        assert!(semantic_due(2, 0.7, Some(0.5), None, false, 0), "1.4 × the mean");
+        assert!(!semantic_due(2, 0.69, Some(0.5), None, false, 0));
+        assert!(!semantic_due(1, 0.9, None, None, false, 0), "no earlier episode, no mean");
+        assert!(!semantic_due(2, 0.7, Some(0.5), Some(1_000), false, 1_000 + SEMANTIC_COOLDOWN_MS - 1), "cooldown");
+        assert!(semantic_due(2, 0.7, Some(0.5), Some(1_000), false, 1_000 + SEMANTIC_COOLDOWN_MS));
+        assert!(!semantic_due(25, 0.7, Some(0.5), None, true, 0), "a semantic job is open");
     }
 
     #[test]
@@ -685,6 +695,14 @@ mod tests {
         assert!(c.gists.iter().all(|g| g.confidence == CHUNKER_MIN_CONFIDENCE));
         assert_eq!(c.facts, vec![FactDraft { key: "sister".into(), value: "Ana".into(), confidence: 0.6 }]);
         assert_eq!(rule_chunk("hello there friend"), Chunk::default());
+        // Offsets survive curly apostrophes and letters whose lower case is
+        // longer; "enemy is" is no fact.
+        let c = rule_chunk("İ’m told my café’s owner is Zoë Ørsted. Their enemy is time");
+        assert_eq!(
+            c.facts,
+            vec![FactDraft { key: "café’s_owner".into(), value: "Zoë Ørsted".into(), confidence: 0.6 }]
+        );
+        assert_eq!(rule_chunk("My is broken, and my is what?").facts, vec![], "no key, no fact, no panic");
     }
 
     fn ex(p: &str, r: &str) -> Exchange {

@@ -51,19 +51,15 @@ pub async fn claim(r: ClaimRequest) -> Result<J> {
     let token = random_hex(8);
     let mut params: Vec<Value> = vec![token.as_str().into(), (now + r.lease_ms as i64).into(), now.into()];
     params.extend(queues.iter().map(|q| Value::from(*q)));
-    let rows = sql
-        .query(
-            &format!(
-                "UPDATE jobs SET status = 'running', claim = $1, lease_until_ms = $2, attempts = attempts + 1, updated_ms = $3
-                 WHERE id = (SELECT id FROM jobs WHERE queue IN ({0}) AND status IN ('queued', 'running')
-                             AND lease_until_ms < $3 ORDER BY id LIMIT 1)
-                   AND status IN ('queued', 'running') AND lease_until_ms < $3
-                 RETURNING id, queue, payload, attempts",
-                in_list(4, 3)
-            ),
-            &params,
-        )
-        .await?;
+    // On PostgreSQL a worker that loses the race for a row gets nothing
+    // back though other jobs wait: it tries again, a few times.
+    let mut rows = Vec::new();
+    for _ in 0..CLAIM_TRIES {
+        rows = claim_one(sql, &params).await?;
+        if !rows.is_empty() || !claimable(sql, now).await? {
+            break;
+        }
+    }
     let Some(row) = rows.first() else { return Ok(json!({"job": null})) };
     let (id, queue) = (row.i64("id")?, row.text("queue")?);
     let payload: J = serde_json::from_str(&row.text("payload")?).unwrap_or(J::Null);
@@ -76,6 +72,37 @@ pub async fn claim(r: ClaimRequest) -> Result<J> {
         "job": {"id": id, "queue": queue, "claim": token, "attempts": row.i64("attempts")?},
         "input": input,
     }))
+}
+
+/// Claim attempts when another worker wins the race for a row.
+const CLAIM_TRIES: usize = 3;
+
+/// Claims the oldest claimable job: queued, or running with its lease out.
+async fn claim_one(sql: &Sql, params: &[Value]) -> Result<Vec<mneme_store::Row>> {
+    Ok(sql
+        .query(
+            &format!(
+                "UPDATE jobs SET status = 'running', claim = $1, lease_until_ms = $2, attempts = attempts + 1, updated_ms = $3
+                 WHERE id = (SELECT id FROM jobs WHERE queue IN ({0}) AND status IN ('queued', 'running')
+                             AND lease_until_ms < $3 ORDER BY id LIMIT 1)
+                   AND status IN ('queued', 'running') AND lease_until_ms < $3
+                 RETURNING id, queue, payload, attempts",
+                in_list(4, 3)
+            ),
+            params,
+        )
+        .await?)
+}
+
+/// Whether any consolidation job is claimable now.
+async fn claimable(sql: &Sql, now: i64) -> Result<bool> {
+    let rows = sql
+        .query(
+            "SELECT count(*) AS n FROM jobs WHERE queue IN ($1, $2, $3) AND status IN ('queued', 'running') AND lease_until_ms < $4",
+            &[CHUNKER_QUEUE.into(), EPISODIC_QUEUE.into(), SEMANTIC_QUEUE.into(), now.into()],
+        )
+        .await?;
+    Ok(rows.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0) > 0)
 }
 
 /// The exchange, or null when it was forgotten since.
@@ -191,6 +218,13 @@ pub async fn apply(r: ApplyRequest) -> Result<J> {
         CHUNKER_QUEUE => {
             let chunk: Chunk = parse(&r.output, "chunk")?;
             held(&stores.sql, &r).await?;
+            // Forgotten since the claim: nothing to keep.
+            let exchange = r.input["exchange_id"].as_str().unwrap_or_default();
+            if !exists(&stores.sql, &[exchange]).await? {
+                let summary = json!({"skipped": "its exchange was forgotten before it ran"});
+                finish(&stores.sql, &r, &summary).await?;
+                return Ok(summary);
+            }
             // Gists and facts live in the key-value store, outside the
             // transaction; both stores dedup, so a rerun after a crash here
             // changes nothing (D-B4).
@@ -258,6 +292,19 @@ async fn held(sql: &Sql, r: &ApplyRequest) -> Result<()> {
     Ok(())
 }
 
+/// Whether every exchange still exists. Inside a transaction the no-op
+/// update locks their rows (PostgreSQL), so a concurrent forget waits for
+/// the episode and then deletes it with them.
+async fn exists(sql: &Sql, ids: &[&str]) -> Result<bool> {
+    if ids.is_empty() {
+        return Ok(false);
+    }
+    let params: Vec<Value> = ids.iter().map(|i| Value::from(*i)).collect();
+    let n =
+        sql.execute(&format!("UPDATE exchanges SET id = id WHERE id IN ({})", in_list(1, ids.len())), &params).await?;
+    Ok(n as usize == ids.len())
+}
+
 /// Marks the job done under its claim; `conflict` when the claim is gone.
 async fn finish(sql: &Sql, r: &ApplyRequest, summary: &J) -> Result<()> {
     let n = sql
@@ -279,6 +326,11 @@ async fn store_episode(sql: &Sql, r: &ApplyRequest, d: &EpisodeDraft, embedding:
     let thread = r.input["thread_id"].as_str().unwrap_or_default();
     let topic = r.input["topic"].as_str().unwrap_or_default();
     let salience = d.factors.stored();
+    if !exists(sql, &ids).await? {
+        let summary = json!({"skipped": "an exchange of it was forgotten before it ran"});
+        finish(sql, r, &summary).await?;
+        return Ok(summary);
+    }
     let summary = json!({"episode_id": id, "salience": salience, "exchanges": ids.len(), "source": r.source});
     finish(sql, r, &summary).await?;
     sql.execute(
@@ -331,7 +383,8 @@ async fn store_episode(sql: &Sql, r: &ApplyRequest, d: &EpisodeDraft, embedding:
         .query(
             "SELECT (SELECT count(*) FROM episodes WHERE semantic_status = 'pending') AS waiting,
                     (SELECT CAST(avg(salience) AS DOUBLE PRECISION) FROM episodes WHERE semantic_status = 'pending' AND id <> $1) AS mean,
-                    (SELECT max(created_ms) FROM jobs WHERE queue = $2) AS last_queued",
+                    (SELECT max(created_ms) FROM jobs WHERE queue = $2) AS last_queued,
+                    (SELECT count(*) FROM jobs WHERE queue = $2 AND status IN ('queued', 'running')) AS open",
             &[id.as_str().into(), SEMANTIC_QUEUE.into()],
         )
         .await?;
@@ -339,7 +392,8 @@ async fn store_episode(sql: &Sql, r: &ApplyRequest, d: &EpisodeDraft, embedding:
     let waiting = row.i64("waiting")?;
     let mean = row.opt_f64("mean")?.map(|m| m / 10.0);
     let last = row.opt_i64("last_queued")?.map(|t| t as u64);
-    let queued = semantic_due(waiting, salience as f64 / 10.0, mean, last, r.now_ms);
+    let open = row.i64("open")? > 0;
+    let queued = semantic_due(waiting, salience as f64 / 10.0, mean, last, open, r.now_ms);
     if queued {
         enqueue(sql, SEMANTIC_QUEUE, None, &json!({"waiting": waiting}).to_string(), r.now_ms).await?;
     }

@@ -169,13 +169,25 @@ async fn delete_exchange_rows(sql: &Sql, ids: &[String]) -> Result<u64> {
             sql.execute(&format!("DELETE FROM {table} WHERE exchange_id = $1"), &[id.as_str().into()]).await?;
         }
         n += sql.execute("DELETE FROM exchanges WHERE id = $1", &[id.as_str().into()]).await?;
+        // A chunker job not run yet keeps only the id it will find gone.
+        sql.execute(
+            "UPDATE jobs SET payload = $1 WHERE queue = $2 AND payload LIKE $3",
+            &[
+                json!({"exchange_id": id}).to_string().into(),
+                crate::commit::CHUNKER_QUEUE.into(),
+                format!("%\"exchange_id\":\"{}\"%", id.replace(['%', '_'], "")).into(),
+            ],
+        )
+        .await?;
         forget_episodes_of(sql, id).await?;
     }
     Ok(n)
 }
 
 /// Forgets the episodes built from an exchange, their search entries, and
-/// each concept that no remaining episode backs (with its relationships).
+/// every concept drawn from them (with its relationships): a concept's
+/// name and definition may carry what was forgotten. Its other episodes go
+/// back to waiting, so the next semantic job draws their concepts again.
 async fn forget_episodes_of(sql: &Sql, exchange_id: &str) -> Result<()> {
     let like = format!("%\"{}\"%", exchange_id.replace(['%', '_'], ""));
     let gone: Vec<String> = sql
@@ -195,21 +207,16 @@ async fn forget_episodes_of(sql: &Sql, exchange_id: &str) -> Result<()> {
             .await?;
         for c in &concepts {
             let id = c.text("id")?;
-            let mut sources: Vec<String> = serde_json::from_str(&c.text("source_episodes")?).unwrap_or_default();
-            sources.retain(|s| s != ep);
-            if sources.is_empty() {
-                sql.execute(
-                    "DELETE FROM semantic_relationships WHERE source_id = $1 OR target_id = $1",
-                    &[id.as_str().into()],
-                )
-                .await?;
-                sql.execute("DELETE FROM semantic_concepts WHERE id = $1", &[id.as_str().into()]).await?;
-            } else {
-                sql.execute(
-                    "UPDATE semantic_concepts SET source_episodes = $2 WHERE id = $1",
-                    &[id.as_str().into(), crate::json_text(&sources).into()],
-                )
-                .await?;
+            let sources: Vec<String> = serde_json::from_str(&c.text("source_episodes")?).unwrap_or_default();
+            sql.execute(
+                "DELETE FROM semantic_relationships WHERE source_id = $1 OR target_id = $1",
+                &[id.as_str().into()],
+            )
+            .await?;
+            sql.execute("DELETE FROM semantic_concepts WHERE id = $1", &[id.as_str().into()]).await?;
+            for other in sources.iter().filter(|s| *s != ep) {
+                sql.execute("UPDATE episodes SET semantic_status = 'pending' WHERE id = $1", &[other.as_str().into()])
+                    .await?;
             }
         }
     }

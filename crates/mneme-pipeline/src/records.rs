@@ -119,8 +119,10 @@ pub async fn store_gist(
         put(kv, &format!("gist:{topic}:{}", g.id), &g, now_ms, GIST_TTL_MS).await?;
         return Ok(GistOutcome::Replaced);
     }
+    // The id is the content's hash: two workers storing the same gist at
+    // once write one key (D-B4).
     let g = StoredGist {
-        id: crate::random_hex(6),
+        id: mneme_knowledge::text::content_hash(content)[..12].to_string(),
         content: content.into(),
         kind: kind.into(),
         confidence,

@@ -81,9 +81,15 @@ async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> R
     Ok(())
 }
 
-/// Removes an item from search (its signature stays in its block and is
-/// skipped at re-scoring, where the row is gone).
+/// Removes an item and its embedding from search (its signature's sign
+/// bits stay in their block and are skipped at re-scoring, where the row is
+/// gone).
 pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
+    sql.execute(
+        "DELETE FROM search_vectors WHERE seq IN (SELECT seq FROM search_index WHERE corpus = $1 AND ref_id = $2)",
+        &[corpus.into(), ref_id.into()],
+    )
+    .await?;
     Ok(sql
         .execute("DELETE FROM search_index WHERE corpus = $1 AND ref_id = $2", &[corpus.into(), ref_id.into()])
         .await?)

@@ -372,6 +372,39 @@ pub fn parse_sse(raw: &str) -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
+/// `spin.toml` without the cron entries of the named tick jobs, so only a
+/// test's own ticks (on the test clock) run them. Panics when an entry has
+/// moved.
+pub fn without_crons(dir: &Path, jobs: &[&str]) -> String {
+    edited_manifest(dir, "spin.toml", |mut m| {
+        for job in jobs {
+            let path = format!("path = \"/tick/{job}\"");
+            let end = m.find(&path).unwrap_or_else(|| panic!("no cron entry for /tick/{job}")) + path.len();
+            let start = m[..end].rfind("[[application.tool.mneme.cron]]").expect("a cron table");
+            m.replace_range(start..end, "");
+        }
+        m
+    })
+    .display()
+    .to_string()
+}
+
+/// The environment of an app under test: the backend's variables, the API
+/// key, the cron token `test-cron`, the test clock on, and the scripted
+/// model as the primary model `big-model` when one is given.
+pub fn test_env(b: &BackendEnv, api_key: &str, model: Option<&fake_model::FakeModel>) -> Vec<(String, String)> {
+    let mut env = b.vars.clone();
+    env.push(("SPIN_VARIABLE_API_KEY".into(), api_key.into()));
+    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
+    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
+    if let Some(m) = model {
+        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
+        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
+        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
+    }
+    env
+}
+
 pub fn edited_manifest(dir: &Path, manifest: &str, edit: impl Fn(String) -> String) -> PathBuf {
     let root = repo_root();
     let src = root.join(manifest);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use mneme_background::cycle::RULES_LABEL;
 use mneme_e2e::fake_model::{FakeModel, Script, marker};
-use mneme_e2e::{App, BACKENDS, BackendEnv, edited_manifest};
+use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
 use serde_json::{Value, json};
 
 const KEY: &str = "test-api-key";
@@ -25,27 +25,13 @@ const LEASE_MS: u64 = 120_000;
 /// The app without the consolidation and task crons, so only the test's
 /// ticks (on the test clock) run them.
 fn manifest(dir: &std::path::Path) -> String {
-    let path = edited_manifest(dir, "spin.toml", |m| {
-        let mut m = m;
-        for job in ["consolidate", "tasks"] {
-            let start = m.find(&format!("path = \"/tick/{job}\"")).expect("the cron entry moved");
-            let block = m[..start].rfind("[[application.tool.mneme.cron]]").unwrap();
-            m.replace_range(block..start + format!("path = \"/tick/{job}\"").len(), "");
-        }
-        m
-    });
-    path.display().to_string()
+    without_crons(dir, &["consolidate", "tasks"])
 }
 
+/// With a model, consolidation's calls go to the light model `small-model`.
 fn env(b: &BackendEnv, model: Option<&FakeModel>) -> Vec<(String, String)> {
-    let mut env = b.vars.clone();
-    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
-    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
-    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
-    if let Some(m) = model {
-        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
-        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
-        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
+    let mut env = test_env(b, KEY, model);
+    if model.is_some() {
         env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
     }
     env

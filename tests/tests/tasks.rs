@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use mneme_background::Draws;
 use mneme_background::tasks::{MAX_AGE_MS, next_run};
 use mneme_e2e::fake_model::{FakeModel, Script};
-use mneme_e2e::{App, BACKENDS, BackendEnv, edited_manifest, parse_sse};
+use mneme_e2e::{App, BACKENDS, BackendEnv, parse_sse, test_env, without_crons};
 use serde_json::{Value, json};
 
 const KEY: &str = "test-api-key";
@@ -23,25 +23,11 @@ const T0: u64 = 1_800_000_000_000;
 /// The app without the tasks cron, so only the test's ticks (on the test
 /// clock) run cycles.
 fn manifest(dir: &std::path::Path) -> String {
-    let path = edited_manifest(dir, "spin.toml", |m| {
-        let block = "[[application.tool.mneme.cron]]\ncomponent = \"tick\"\ncron_expression = \"0 * * * * *\"\npath = \"/tick/tasks\"";
-        assert!(m.contains(block), "the tasks cron entry moved");
-        m.replace(block, "")
-    });
-    path.display().to_string()
+    without_crons(dir, &["tasks"])
 }
 
 fn env(b: &BackendEnv, model: Option<&FakeModel>) -> Vec<(String, String)> {
-    let mut env = b.vars.clone();
-    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
-    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
-    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
-    if let Some(m) = model {
-        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
-        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
-        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
-    }
-    env
+    test_env(b, KEY, model)
 }
 
 fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: u64) -> mneme_e2e::Resp {

@@ -76,7 +76,7 @@ async fn consolidation(queue: &str, input: &Value, model: &llm::ModelStatus) -> 
     }
     let text = |k: &str| input[k].as_str().unwrap_or_default().to_string();
     match queue {
-        "memory-chunker-queue" => {
+        rules::CHUNKER_QUEUE => {
             let (topic, prompt, response) = (text("topic"), text("prompt"), text("response"));
             if !model.configured {
                 return Ok((json!(rules::rule_chunk(&prompt)), RULES_LABEL.into()));
@@ -85,7 +85,7 @@ async fn consolidation(queue: &str, input: &Value, model: &llm::ModelStatus) -> 
             let chunk = rules::parse_chunk(&answer).map_err(|e| format!("the chunker's answer: {e}"))?;
             Ok((json!(chunk), name))
         }
-        "episodic-memory-queue" => {
+        rules::EPISODIC_QUEUE => {
             let topic = text("topic");
             let exchanges: Vec<Exchange> = decode(input, "exchanges")?;
             if !model.configured {

@@ -8,6 +8,10 @@ use mneme_conversation::words::words;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+/// The design's three queues, which the commit and the episode worker fill.
+pub const CHUNKER_QUEUE: &str = "memory-chunker-queue";
+pub const EPISODIC_QUEUE: &str = "episodic-memory-queue";
+pub const SEMANTIC_QUEUE: &str = "semantic_consolidation_queue";
 pub const CHUNKER_PROMPT: &str = include_str!("../../../prompts/memory-chunker.md");
 pub const EPISODE_PROMPT: &str = include_str!("../../../prompts/episodic-memory.md");
 pub const SEMANTIC_PROMPT: &str = include_str!("../../../prompts/semantic-extract.md");

@@ -231,20 +231,15 @@ async fn recall_episodes(sql: &Sql, query: &str, broad: bool, now: u64) -> Resul
 
 /// Concepts the query names (whole words), strongest first.
 async fn recall_concepts(sql: &Sql, query: &str) -> Result<Vec<Hit>> {
-    let words = format!(" {} ", mneme_background::consolidate::concept_name(query));
-    let rows = sql
-        .query(
-            "SELECT name, definition, strength FROM semantic_concepts WHERE length(name) >= 3 AND $1 LIKE '% ' || name || ' %' \
-             ORDER BY strength DESC, name LIMIT 5",
-            &[words.into()],
-        )
-        .await?;
-    rows.iter()
-        .map(|r| {
-            let text = format!("{}: {}", r.text("name")?, r.text("definition")?);
-            Ok(Hit { layer: "concept", text, confidence: (0.4 + r.f64("strength")? / 20.0).min(0.9) })
+    Ok(consolidate::named_concepts(sql, query, 5)
+        .await?
+        .into_iter()
+        .map(|(name, definition, strength)| Hit {
+            layer: "concept",
+            text: format!("{name}: {definition}"),
+            confidence: (0.4 + strength / 20.0).min(0.9),
         })
-        .collect()
+        .collect())
 }
 
 async fn memorize(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> Result<String> {

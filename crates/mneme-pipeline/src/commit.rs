@@ -11,9 +11,7 @@ use serde_json::json;
 
 use crate::{Result, json_text, wm};
 
-pub const CHUNKER_QUEUE: &str = "memory-chunker-queue";
-pub const EPISODIC_QUEUE: &str = "episodic-memory-queue";
-pub const SEMANTIC_QUEUE: &str = "semantic_consolidation_queue";
+pub use mneme_background::consolidate::{CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE};
 /// An episode is due after this many exchanges on the thread…
 pub const EPISODE_EXCHANGES: i64 = 5;
 /// …or this many on a topic the principal just left…

@@ -719,16 +719,23 @@ pub async fn memories(sql: &Sql, text: &str, embedding: &[f32]) -> Result<Vec<St
             out.push(line);
         }
     }
-    let words = format!(" {} ", rules::concept_name(text));
-    let rows = sql
-        .query(
-            "SELECT name, definition FROM semantic_concepts WHERE length(name) >= 3 AND $1 LIKE '% ' || name || ' %' \
-             ORDER BY strength DESC, name LIMIT 3",
-            &[words.into()],
-        )
-        .await?;
-    for r in &rows {
-        out.push(format!("[concept] {}: {}", r.text("name")?, r.text("definition")?));
+    for (name, definition, _) in named_concepts(sql, text, 3).await? {
+        out.push(format!("[concept] {name}: {definition}"));
     }
     Ok(out)
+}
+
+/// The concepts a text names as whole words, strongest first: `(name,
+/// definition, strength)`. Recall and the context read them.
+pub async fn named_concepts(sql: &Sql, text: &str, limit: i64) -> Result<Vec<(String, String, f64)>> {
+    // Every word of the text (a concept name is capped, a text is not).
+    let words = format!(" {} ", mneme_conversation::words::words(text).join(" "));
+    let rows = sql
+        .query(
+            "SELECT name, definition, strength FROM semantic_concepts WHERE length(name) >= 3 AND $1 LIKE '% ' || name || ' %' \
+             ORDER BY strength DESC, name LIMIT $2",
+            &[words.into(), limit.into()],
+        )
+        .await?;
+    rows.iter().map(|r| Ok((r.text("name")?, r.text("definition")?, r.f64("strength")?))).collect()
 }

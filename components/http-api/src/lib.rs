@@ -7,7 +7,7 @@ spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
         "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/rx",
-        "../../wit/tasks", "../../wit/consolidate", "../../wit/entries",
+        "../../wit/tasks", "../../wit/consolidate", "../../wit/drift", "../../wit/entries",
     ],
     world: "mneme:entries/http-api",
     runtime_path: "::spin_sdk::wit_bindgen::rt",

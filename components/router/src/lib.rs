@@ -26,6 +26,18 @@ impl Guest for Stage {
     async fn record_decision(request: String) -> Result<String, StageError> {
         run(&request, mneme_pipeline::router::record).await.map_err(err)
     }
+
+    async fn regulate(request: String) -> Result<String, StageError> {
+        run(&request, mneme_pipeline::regulator::regulate).await.map_err(err)
+    }
+
+    async fn reflect_begin(request: String) -> Result<String, StageError> {
+        run(&request, mneme_pipeline::regulator::reflect_begin).await.map_err(err)
+    }
+
+    async fn reflect_finish(request: String) -> Result<String, StageError> {
+        run(&request, mneme_pipeline::regulator::reflect_finish).await.map_err(err)
+    }
 }
 
 export!(Stage);

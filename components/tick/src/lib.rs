@@ -10,7 +10,7 @@ spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
         "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/rx",
-        "../../wit/tasks", "../../wit/consolidate", "../../wit/entries",
+        "../../wit/tasks", "../../wit/consolidate", "../../wit/drift", "../../wit/entries",
     ],
     world: "mneme:entries/tick",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
@@ -18,7 +18,9 @@ spin_sdk::wit_bindgen::generate!({
 });
 
 mod consolidate;
+mod drift;
 mod knowledge;
+mod reflect;
 mod tasks;
 
 use mneme::memory::memory;
@@ -65,12 +67,26 @@ async fn handle(req: Request) -> impl IntoResponse {
         "tasks" => {
             let fixed = clock(&req, started).await;
             let offset = fixed as i64 - started as i64;
-            let draw = draw(&req).await;
+            let draw = mneme_background::Draws::new(seed(&req).await).draw();
             tasks::cycle(fixed, move || (now_ms() as i64 + offset) as u64, draw).await
+        }
+        "drift" => {
+            let fixed = clock(&req, started).await;
+            let offset = fixed as i64 - started as i64;
+            match utc_offset().await {
+                Ok(utc) => drift::cycle(fixed, seed(&req).await, utc, move || (now_ms() as i64 + offset) as u64).await,
+                Err(e) => return e.into_response(),
+            }
+        }
+        "regulate" => reflect::regulate(clock(&req, started).await).await,
+        "reflect" => {
+            let fixed = clock(&req, started).await;
+            let offset = fixed as i64 - started as i64;
+            reflect::reflect(fixed, seed(&req).await, move || (now_ms() as i64 + offset) as u64).await
         }
         _ => {
             return ApiError::not_found(format!(
-                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, consolidate, tasks"
+                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, consolidate, tasks, drift, regulate, reflect"
             ))
                 .into_response();
         }
@@ -90,22 +106,38 @@ async fn clock(req: &Request, system: u64) -> u64 {
     mneme_http::request_clock(req.headers(), enabled, system)
 }
 
-/// A draw in `[0, 1)` for the job's random choices: from the host's random
-/// source, or, when `test_clock` is `true`, the first draw of the seed in
-/// `X-Mneme-Seed` (so a test knows the jitter it will get).
-async fn draw(req: &Request) -> f64 {
+/// The seed of the job's random choices: the host's random source, or,
+/// when `test_clock` is `true`, `X-Mneme-Seed` (so a test knows the draws
+/// it will get).
+async fn seed(req: &Request) -> u64 {
     let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
     let seeded =
         req.headers().get("x-mneme-seed").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
-    let seed = match seeded {
+    match seeded {
         Some(s) if enabled => s,
         _ => {
             let mut b = [0u8; 8];
             getrandom::fill(&mut b).expect("the host provides randomness");
             u64::from_le_bytes(b)
         }
-    };
-    mneme_background::Draws::new(seed).draw()
+    }
+}
+
+/// The principal's offset from UTC in minutes (variable
+/// `utc_offset_minutes`), for quiet hours.
+async fn utc_offset() -> Result<i64, ApiError> {
+    let raw = spin_sdk::variables::get("utc_offset_minutes").await.unwrap_or_default();
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(0);
+    }
+    raw.parse::<i64>().ok().filter(|m| (-14 * 60..=14 * 60).contains(m)).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "misconfigured",
+            format!("the variable utc_offset_minutes must be whole minutes from -840 to 840, not `{raw}`"),
+        )
+    })
 }
 
 /// A fresh id: 16 random bytes as hex.

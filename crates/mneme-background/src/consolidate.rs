@@ -460,10 +460,14 @@ pub struct Semantic {
 }
 
 /// A concept's name as it is stored and matched: lower case, single
-/// spaces, at most 60 characters.
+/// spaces, at most four words and 60 characters.
 pub fn concept_name(s: &str) -> String {
-    clip(&words(s).join(" "), 60)
+    clip(&words(s).into_iter().take(CONCEPT_NAME_WORDS).collect::<Vec<_>>().join(" "), 60)
 }
+
+/// A concept's name runs to four words (the semantic prompt's bound), so a
+/// text's 1–4-word runs find every concept it names.
+pub const CONCEPT_NAME_WORDS: usize = 4;
 
 pub fn semantic_message(episodes: &[EpisodeBrief], known: &[String]) -> String {
     let ep: Vec<Value> = episodes
@@ -601,29 +605,32 @@ pub fn spread(
     depth: u32,
     mut follow_weak: impl FnMut() -> bool,
 ) -> Vec<(String, f64)> {
+    // Each node's edges in the order given, so the draws for weak edges
+    // come in a fixed order.
+    let mut adjacent: std::collections::HashMap<&str, Vec<(&String, f64)>> = std::collections::HashMap::new();
+    for e in edges {
+        adjacent.entry(e.a.as_str()).or_default().push((&e.b, e.strength));
+        if e.a != e.b {
+            adjacent.entry(e.b.as_str()).or_default().push((&e.a, e.strength));
+        }
+    }
+    let is_seed: std::collections::HashSet<&str> = seeds.iter().map(String::as_str).collect();
     let mut best: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
     let mut frontier: Vec<(String, f64)> = seeds.iter().map(|s| (s.clone(), 1.0)).collect();
     for _ in 0..depth {
         let mut next = Vec::new();
         for (node, act) in &frontier {
-            for e in edges {
-                let other = if &e.a == node {
-                    &e.b
-                } else if &e.b == node {
-                    &e.a
-                } else {
-                    continue;
-                };
-                if seeds.contains(other) {
+            for &(other, strength) in adjacent.get(node.as_str()).map_or(&[][..], Vec::as_slice) {
+                if is_seed.contains(other.as_str()) {
                     continue;
                 }
-                let a = if e.strength < WEAK_EDGE {
+                let a = if strength < WEAK_EDGE {
                     if !follow_weak() {
                         continue;
                     }
                     act * SPREAD_DECAY
                 } else {
-                    act * SPREAD_DECAY * e.strength
+                    act * SPREAD_DECAY * strength
                 };
                 if a < MIN_ACTIVATION {
                     continue;

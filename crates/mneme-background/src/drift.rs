@@ -1,7 +1,8 @@
 //! The cognitive drift engine's rules (002 §8): its schedule and idle gate,
-//! the weighted seed categories, the thought's shape, and the action router
-//! with each action's gates and score. The stage that runs a cycle (not
-//! built yet; TODO(#6)) gathers a [`Situation`] and hands it here.
+//! the weighted seed categories, the thought's prompt and shape, the
+//! principal's engagement with what drift told them, the deferred queue
+//! for quiet hours, and the action router with each action's gates and
+//! score. The `drift` stage gathers a [`Situation`] and hands it here.
 
 use mneme_conversation::words::jaccard;
 use serde::{Deserialize, Serialize};
@@ -164,6 +165,35 @@ impl Thought {
     }
 }
 
+/// The thought prompt (the user message; soul is the system prompt) and
+/// its temperature (the reference's).
+pub const PROMPT: &str = include_str!("../../../prompts/cognitive-drift.md");
+pub const TEMPERATURE: f32 = 0.8;
+pub const MAX_TOKENS: u32 = 300;
+
+/// An activated concept as the thought prompt sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Activated {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub definition: String,
+    pub activation: f64,
+}
+
+/// The thought prompt's user message: the template, then the seed, the
+/// activated concepts and the grounding episode as JSON.
+pub fn thought_message(seed: &str, concepts: &[Activated], episode: Option<&str>) -> String {
+    let concepts: Vec<Value> = concepts
+        .iter()
+        .map(|c| {
+            serde_json::json!({"name": c.name, "definition": c.definition,
+                               "activation": (c.activation * 100.0).round() / 100.0})
+        })
+        .collect();
+    format!("{PROMPT}\n{}", serde_json::json!({"seed": seed, "concepts": concepts, "episode": episode}))
+}
+
 /// Parses the thought model's answer: a known type and at least 5
 /// characters of content.
 pub fn parse_thought(answer: &str) -> Result<Thought, String> {
@@ -249,6 +279,100 @@ pub fn route(verdicts: &[Verdict]) -> Action {
 /// Quiet hours: 23:00–08:00 in the principal's time.
 pub fn quiet(local_hour: u32) -> bool {
     !(8..23).contains(&local_hour)
+}
+
+/// When the quiet hours around `at_ms` end (08:00 local), or `at_ms`
+/// itself outside them.
+pub fn quiet_end(at_ms: i64, utc_offset_minutes: i64) -> i64 {
+    let hour = local_hour(at_ms, utc_offset_minutes);
+    if !quiet(hour) {
+        return at_ms;
+    }
+    let local = at_ms + utc_offset_minutes * 60_000;
+    let day_start = local.div_euclid(24 * H) * 24 * H;
+    let end = if hour >= 23 { day_start + 24 * H + 8 * H } else { day_start + 8 * H };
+    end - utc_offset_minutes * 60_000
+}
+
+/// The principal's local hour, from UTC milliseconds and their offset
+/// from UTC in minutes.
+pub fn local_hour(now_ms: i64, utc_offset_minutes: i64) -> u32 {
+    let minutes = now_ms.div_euclid(60_000) + utc_offset_minutes;
+    (minutes.rem_euclid(24 * 60) / 60) as u32
+}
+
+/// A deferred COMMUNICATE thought waits at most this long…
+pub const DEFERRED_TTL_MS: i64 = 48 * H;
+/// …and at most this many wait (the oldest goes first).
+pub const DEFERRED_MAX: usize = 3;
+/// A proactive message unanswered this long was ignored.
+pub const PENDING_MS: i64 = 4 * H;
+/// Two ignored of the last three pause proactive messages this long.
+pub const PAUSE_MS: i64 = 8 * H;
+/// The proactive backoff doubles per ignored message, up to this.
+pub const MAX_BACKOFF: f64 = 16.0;
+
+/// A proactive message drift sent, and when the principal next wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sent {
+    pub at_ms: i64,
+    pub replied_ms: Option<i64>,
+}
+
+impl Sent {
+    fn answered(&self) -> bool {
+        self.replied_ms.is_some_and(|r| r >= self.at_ms && r - self.at_ms <= PENDING_MS)
+    }
+
+    fn ignored(&self, now_ms: i64) -> bool {
+        !self.answered() && now_ms - self.at_ms > PENDING_MS
+    }
+}
+
+/// What the principal's answers to proactive messages allow next.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Engagement {
+    /// 2 to the number of messages ignored in a row, 1–16.
+    pub backoff: f64,
+    /// The circuit breaker: two of the last three settled messages were
+    /// ignored, the latest of them within the last 8 h.
+    pub paused: bool,
+    /// The newest message is under 4 h old and unanswered.
+    pub pending: bool,
+    /// Messages ignored in a row, newest first.
+    pub ignored_in_a_row: u32,
+}
+
+/// Engagement from the messages sent, newest first.
+pub fn engagement(sent: &[Sent], now_ms: i64) -> Engagement {
+    let pending = sent.first().is_some_and(|s| !s.answered() && now_ms - s.at_ms <= PENDING_MS);
+    let settled: Vec<&Sent> = sent.iter().filter(|s| s.answered() || s.ignored(now_ms)).collect();
+    let ignored_in_a_row = settled.iter().take_while(|s| s.ignored(now_ms)).count() as u32;
+    let last3: Vec<&&Sent> = settled.iter().take(3).collect();
+    let ignored: Vec<&&&Sent> = last3.iter().filter(|s| s.ignored(now_ms)).collect();
+    let paused = ignored.len() >= 2 && ignored.first().is_some_and(|s| now_ms - (s.at_ms + PENDING_MS) < PAUSE_MS);
+    Engagement {
+        backoff: 2f64.powi(ignored_in_a_row.min(4) as i32).min(MAX_BACKOFF),
+        paused,
+        pending,
+        ignored_in_a_row,
+    }
+}
+
+/// The median of the values (the COMMUNICATE bar after 20 drifts).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// An index in `0..n` from a draw.
+pub fn pick(n: usize, r: f64) -> usize {
+    ((crate::unit(r) * n as f64) as usize).min(n.saturating_sub(1))
 }
 
 /// Verbs that make a thought a plan.
@@ -631,6 +755,58 @@ mod tests {
         assert_eq!(spark_phase(2), "first_contact");
         assert_eq!(spark_phase(3), "surface");
         assert_eq!(spark_phase(150), "graduated");
+    }
+
+    #[test]
+    fn engagement_backs_off_pauses_and_waits() {
+        let now = 1_000 * H;
+        let sent = |ago: i64, reply_after: Option<i64>| Sent {
+            at_ms: now - ago,
+            replied_ms: reply_after.map(|r| now - ago + r),
+        };
+        let e = engagement(&[], now);
+        assert_eq!((e.backoff, e.paused, e.pending), (1.0, false, false));
+        // Under 4 h and unanswered: pending, not yet ignored.
+        let e = engagement(&[sent(PENDING_MS, None)], now);
+        assert_eq!((e.pending, e.backoff), (true, 1.0));
+        let e = engagement(&[sent(PENDING_MS + 1, None)], now);
+        assert_eq!((e.pending, e.backoff, e.paused), (false, 2.0, false));
+        // A reply after 4 h does not answer it.
+        let e = engagement(&[sent(10 * H, Some(PENDING_MS + 1)), sent(20 * H, Some(H))], now);
+        assert_eq!((e.backoff, e.ignored_in_a_row), (2.0, 1));
+        // Two of the last three ignored, the latest timing out under 8 h ago.
+        let e = engagement(&[sent(5 * H, None), sent(6 * H, Some(H)), sent(7 * H, None)], now);
+        assert!(e.paused);
+        let e = engagement(&[sent(PENDING_MS + PAUSE_MS, None), sent(13 * H, None)], now);
+        assert!(!e.paused, "the breaker holds 8 h after the latest timed out");
+        assert_eq!(e.backoff, 4.0);
+        let many: Vec<Sent> = (0..8).map(|i| sent(5 * H + i * H, None)).collect();
+        assert_eq!(engagement(&many, now).backoff, MAX_BACKOFF);
+    }
+
+    #[test]
+    fn hours_medians_picks_and_the_thought_message() {
+        assert_eq!(local_hour(0, 0), 0);
+        assert_eq!(local_hour(23 * H, 60), 0);
+        assert_eq!(local_hour(H / 2, -60), 23, "30 min past midnight UTC is 23:30 at UTC−1");
+        let day = 1_000 * 24 * H;
+        assert_eq!(quiet_end(day + 23 * H + 30 * 60_000, 0), day + 32 * H, "23:30 → 08:00 the next day");
+        assert_eq!(quiet_end(day + 3 * H, 0), day + 8 * H);
+        assert_eq!(quiet_end(day + 12 * H, 0), day + 12 * H, "not quiet");
+        assert_eq!(quiet_end(day + 24 * H + 30 * 60_000, -60), day + 33 * H, "23:30 at UTC−1 ends at 09:00 UTC");
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!((pick(5, 0.0), pick(5, 0.999), pick(5, 1.0), pick(0, 0.5)), (0, 4, 4, 0));
+        let m = thought_message(
+            "cello",
+            &[Activated { id: "c2".into(), name: "bow".into(), definition: "A stick".into(), activation: 0.5612 }],
+            Some("Practice went well."),
+        );
+        assert!(m.starts_with(PROMPT));
+        let input: Value = serde_json::from_str(m.lines().last().unwrap()).unwrap();
+        assert_eq!(input["concepts"][0]["activation"], 0.56);
+        assert_eq!(input["episode"], "Practice went well.");
     }
 
     #[test]

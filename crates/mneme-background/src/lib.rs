@@ -7,6 +7,7 @@
 pub mod consolidate;
 pub mod cycle;
 pub mod drift;
+pub mod regulator;
 pub mod tasks;
 
 /// A draw in `[0, 1)`, clamped so a caller's 1.0 cannot escape a range.

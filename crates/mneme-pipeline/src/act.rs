@@ -346,7 +346,7 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
     let found = consolidate::concept_seeds(&stores.sql, &seeds).await?;
     if !found.is_empty() {
         let ids: Vec<String> = found.iter().map(|(id, _)| id.clone()).collect();
-        let edges = consolidate::neighbourhood(&stores.sql, &ids, depth as u32).await?;
+        let edges = consolidate::neighbourhood(&stores.sql, &ids, depth as u32, include_weak).await?;
         let mut active = mneme_background::consolidate::spread(&ids, &edges, depth as u32, || include_weak);
         active.truncate(mneme_background::consolidate::SPREAD_TOP);
         let active_ids: Vec<String> = active.iter().map(|(id, _)| id.clone()).collect();

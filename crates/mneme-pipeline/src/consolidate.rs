@@ -628,23 +628,34 @@ pub async fn concept_seeds(sql: &Sql, seeds: &[String]) -> Result<Vec<(String, S
     Ok(found)
 }
 
+/// Edges read per hop of [`neighbourhood`], strongest first: a bound on
+/// one walk however dense the graph grows.
+pub const EDGES_PER_HOP: i64 = 2_000;
+
 /// The relationships within `depth` hops of the seeds (by concept id), as
-/// the edges spreading activation walks.
-pub async fn neighbourhood(sql: &Sql, seeds: &[String], depth: u32) -> Result<Vec<rules::Edge>> {
+/// the edges spreading activation walks; without `weak`, only edges strong
+/// enough to carry activation on their own (0.5 and up).
+pub async fn neighbourhood(sql: &Sql, seeds: &[String], depth: u32, weak: bool) -> Result<Vec<rules::Edge>> {
     let mut edges: Vec<rules::Edge> = Vec::new();
+    let mut have: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     let mut frontier: Vec<String> = seeds.to_vec();
-    let mut seen: std::collections::BTreeSet<String> = seeds.iter().cloned().collect();
+    let mut seen: std::collections::HashSet<String> = seeds.iter().cloned().collect();
+    let floor = if weak { 0.0 } else { rules::WEAK_EDGE };
     for _ in 0..depth {
         if frontier.is_empty() {
             break;
         }
-        let params: Vec<Value> = frontier.iter().map(|f| Value::from(f.as_str())).collect();
+        let mut params: Vec<Value> = frontier.iter().map(|f| Value::from(f.as_str())).collect();
         let list = in_list(1, frontier.len());
+        params.push(floor.into());
+        params.push(EDGES_PER_HOP.into());
+        let (f, l) = (frontier.len() + 1, frontier.len() + 2);
         let rows = sql
             .query(
                 &format!(
                     "SELECT source_id, target_id, max(strength) AS strength FROM semantic_relationships
-                     WHERE source_id IN ({list}) OR target_id IN ({list}) GROUP BY source_id, target_id"
+                     WHERE (source_id IN ({list}) OR target_id IN ({list})) AND strength >= ${f}
+                     GROUP BY source_id, target_id ORDER BY max(strength) DESC, source_id, target_id LIMIT ${l}"
                 ),
                 &params,
             )
@@ -657,7 +668,7 @@ pub async fn neighbourhood(sql: &Sql, seeds: &[String], depth: u32) -> Result<Ve
                     next.push(end.clone());
                 }
             }
-            if !edges.iter().any(|x| x.a == e.a && x.b == e.b) {
+            if have.insert((e.a.clone(), e.b.clone())) {
                 edges.push(e);
             }
         }
@@ -725,16 +736,39 @@ pub async fn memories(sql: &Sql, text: &str, embedding: &[f32]) -> Result<Vec<St
     Ok(out)
 }
 
+/// Words of a text looked at for concept names (at most 8,000 runs, well
+/// inside both backends' parameter limits).
+const NAMED_WORDS: usize = 2_000;
+
 /// The concepts a text names as whole words, strongest first: `(name,
-/// definition, strength)`. Recall and the context read them.
+/// definition, strength)`. Recall and the context read them. One indexed
+/// lookup of the text's 1–4-word runs, not a scan of every concept.
 pub async fn named_concepts(sql: &Sql, text: &str, limit: i64) -> Result<Vec<(String, String, f64)>> {
-    // Every word of the text (a concept name is capped, a text is not).
-    let words = format!(" {} ", mneme_conversation::words::words(text).join(" "));
+    let words = mneme_conversation::words::words(text);
+    let words = &words[..words.len().min(NAMED_WORDS)];
+    let mut runs: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for n in 1..=rules::CONCEPT_NAME_WORDS {
+        for w in words.windows(n) {
+            let run = w.join(" ");
+            if run.chars().count() >= 3 {
+                runs.insert(run);
+            }
+        }
+    }
+    if runs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut params: Vec<Value> = runs.iter().map(|r| Value::from(r.as_str())).collect();
+    params.push(limit.into());
     let rows = sql
         .query(
-            "SELECT name, definition, strength FROM semantic_concepts WHERE length(name) >= 3 AND $1 LIKE '% ' || name || ' %' \
-             ORDER BY strength DESC, name LIMIT $2",
-            &[words.into(), limit.into()],
+            &format!(
+                "SELECT name, definition, strength FROM semantic_concepts WHERE name IN ({}) \
+                 ORDER BY strength DESC, name LIMIT ${}",
+                in_list(1, runs.len()),
+                runs.len() + 1
+            ),
+            &params,
         )
         .await?;
     rows.iter().map(|r| Ok((r.text("name")?, r.text("definition")?, r.f64("strength")?))).collect()

@@ -198,6 +198,7 @@ async fn forget_episodes_of(sql: &Sql, exchange_id: &str) -> Result<()> {
         .collect::<std::result::Result<_, _>>()?;
     for ep in &gone {
         sql.execute("DELETE FROM episodes WHERE id = $1", &[ep.as_str().into()]).await?;
+        crate::drift::forget_episode(sql, ep).await?;
         crate::search::remove(sql, crate::consolidate::CORPUS, ep).await?;
         let concepts = sql
             .query(
@@ -214,6 +215,7 @@ async fn forget_episodes_of(sql: &Sql, exchange_id: &str) -> Result<()> {
             )
             .await?;
             sql.execute("DELETE FROM semantic_concepts WHERE id = $1", &[id.as_str().into()]).await?;
+            crate::drift::forget_concept(sql, &id).await?;
             for other in sources.iter().filter(|s| *s != ep) {
                 sql.execute("UPDATE episodes SET semantic_status = 'pending' WHERE id = $1", &[other.as_str().into()])
                     .await?;
@@ -278,6 +280,7 @@ pub async fn forget(req: ForgetRequest) -> Result<J> {
                 .transaction(async |sql: &Sql| {
                     let n = delete_exchange_rows(sql, &ids).await.map_err(to_store)?;
                     sql.execute("DELETE FROM topics WHERE name = $1", &[topic.as_str().into()]).await?;
+                    crate::drift::forget_topic(sql, &topic).await?;
                     Ok(n)
                 })
                 .await?;
@@ -302,7 +305,7 @@ fn to_store(f: Fail) -> mneme_store::StoreError {
 }
 
 /// Tables the principal's data lives in, in export order.
-pub const TABLES: [&str; 28] = [
+pub const TABLES: [&str; 34] = [
     "user_traits",
     "threads",
     "exchanges",
@@ -331,6 +334,12 @@ pub const TABLES: [&str; 28] = [
     "episodes",
     "semantic_concepts",
     "semantic_relationships",
+    "drift_log",
+    "drift_cooldowns",
+    "curiosity_threads",
+    "router_weights",
+    "routing_adjustments",
+    "routing_metrics",
 ];
 /// Key-value prefixes of the principal's memory.
 pub const KV_PREFIXES: [&str; 7] = ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:"];

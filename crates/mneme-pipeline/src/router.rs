@@ -27,13 +27,10 @@ pub struct Routed {
     pub previous_mode: Option<Mode>,
     /// The tie-breaker's user message, when one is needed.
     pub tiebreak_message: Option<String>,
-}
-
-/// The router's weights: the defaults until the routing regulator (the only
-/// writer) stores tuned ones.
-// TODO(#6): read the regulator's stored weights.
-pub async fn weights() -> Weights {
-    Weights::default()
+    /// The weights it routed with (the regulator's, over the defaults), for
+    /// the decision's log.
+    #[serde(default)]
+    pub weights: Weights,
 }
 
 pub async fn route(req: RouteRequest) -> Result<Routed> {
@@ -52,10 +49,11 @@ pub async fn route(req: RouteRequest) -> Result<Routed> {
     };
     let signals = router::signals(&req.text, &view, &req.intent);
     let previous_mode = req.previous_mode.or(c.previous_mode);
-    let decision =
-        router::route(&signals, &weights().await, previous_mode, &c.recent_router_confidences, req.skip_tiebreaker);
+    let sql = mneme_store::open_sql().await?;
+    let weights = crate::regulator::weights(&sql).await?;
+    let decision = router::route(&signals, &weights, previous_mode, &c.recent_router_confidences, req.skip_tiebreaker);
     let tiebreak_message = decision.tiebreak.map(|(a, b)| router::tiebreak_message(&req.text, a, b, &signals));
-    Ok(Routed { decision, signals, previous_mode, tiebreak_message })
+    Ok(Routed { decision, signals, previous_mode, tiebreak_message, weights })
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,7 +107,7 @@ pub async fn record(req: RecordRequest) -> Result<Recorded> {
                 d.margin.into(),
                 d.effective_margin.into(),
                 json_text(&req.routed.signals).into(),
-                json_text(&weights().await).into(),
+                json_text(&req.routed.weights).into(),
                 Value::Int(req.routing_time_ms as i64),
                 Value::Int(req.now_ms as i64),
             ],

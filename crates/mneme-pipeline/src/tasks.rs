@@ -106,7 +106,7 @@ pub async fn insert(
 
 /// Why a new goal would be refused: an open task with nearly the same goal,
 /// or too many open tasks.
-async fn refusal(sql: &Sql, goal: &str) -> Result<Option<Inserted>> {
+pub async fn refusal(sql: &Sql, goal: &str) -> Result<Option<Inserted>> {
     let open = sql.query(&format!("SELECT id, goal FROM persistent_tasks WHERE status IN {OPEN}"), &[]).await?;
     for r in &open {
         if mneme_conversation::words::jaccard(&r.text("goal")?, goal) > DUPLICATE_GOAL_JACCARD {
@@ -114,6 +114,12 @@ async fn refusal(sql: &Sql, goal: &str) -> Result<Option<Inserted>> {
         }
     }
     Ok((open.len() >= MAX_ACTIVE).then_some(Inserted::Full))
+}
+
+/// Tasks that count against [`MAX_ACTIVE`].
+pub async fn open_count(sql: &Sql) -> Result<i64> {
+    let rows = sql.query(&format!("SELECT count(*) AS n FROM persistent_tasks WHERE status IN {OPEN}"), &[]).await?;
+    Ok(rows.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0))
 }
 
 #[derive(Debug, Deserialize)]

@@ -30,15 +30,21 @@ impl Stores {
     /// Opens the SQL store and the key-value store selected by configuration.
     pub async fn open() -> Result<Self, StoreError> {
         let namespace = variable("store_namespace").await?.unwrap_or_else(|| "mneme".into());
-        let sql = match variable("pg_url").await? {
-            Some(url) => Sql::open_postgres(&url).await?,
-            None => Sql::open_sqlite("default").await?,
-        };
+        let sql = open_sql().await?;
         let kv = match variable("redis_url").await? {
             Some(url) => Kv::open_redis(&url, &namespace).await?,
             None => Kv::open_key_value("default", &namespace).await?,
         };
         Ok(Self { sql, kv })
+    }
+}
+
+/// Opens only the SQL store selected by configuration, for a stage call
+/// that needs nothing else.
+pub async fn open_sql() -> Result<Sql, StoreError> {
+    match variable("pg_url").await? {
+        Some(url) => Sql::open_postgres(&url).await,
+        None => Sql::open_sqlite("default").await,
     }
 }
 

@@ -1,0 +1,210 @@
+//! The routing stability regulator and routing reflection (002 §10, §12)
+//! through the runner over HTTP, on both storage backends: one bounded
+//! change a day on the worst pressure, the router routing with it, the
+//! 48 h cooldown, the judgement that reverts a change that did not help;
+//! reflection batches by the scripted strong model, their filters, and the
+//! regulator acting on a dominant disagreement dimension.
+
+use mneme_background::regulator::judge;
+use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
+use serde_json::{Value, json};
+
+const KEY: &str = "test-api-key";
+const T0: u64 = 1_800_000_000_000;
+const MIN: u64 = 60_000;
+const H: u64 = 60 * MIN;
+const REFLECTION: &str = "You review one decision of a personal assistant's mode router";
+const JOBS: [&str; 5] = ["consolidate", "tasks", "drift", "regulate", "reflect"];
+
+fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: u64) -> mneme_e2e::Resp {
+    let a = format!("Bearer {KEY}");
+    let t = at.to_string();
+    let b = body.map(|b| b.to_string());
+    app.request(method, path, &[("authorization", &a), ("x-mneme-clock", &t)], b.as_deref().map(str::as_bytes))
+}
+
+fn tick(app: &App, job: &str, at: u64) -> Value {
+    let t = at.to_string();
+    let r = app.request(
+        "POST",
+        &format!("/tick/{job}"),
+        &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &t), ("x-mneme-seed", "3")],
+        None,
+    );
+    assert_eq!(r.status, 200, "tick: {}", r.body);
+    r.json()["result"].clone()
+}
+
+fn table(app: &App, name: &str, at: u64) -> Vec<Value> {
+    let r = call(app, "GET", "/privacy/export", None, at);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut rows = r.json()["tables"][name].as_array().cloned().unwrap_or_default();
+    rows.sort_by_key(|x| x["created_ms"].as_i64().unwrap_or(0));
+    rows
+}
+
+/// `n` plain statements a minute apart from `from`, each routed.
+fn converse(app: &App, n: usize, from: u64) {
+    for i in 0..n {
+        let text = format!("The history of string instrument number {i} goes back many centuries");
+        let r = call(app, "POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), from + i as u64 * MIN);
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+}
+
+fn weight(app: &App, param: &str, at: u64) -> Option<f64> {
+    table(app, "router_weights", at).iter().find(|w| w["param"] == param).and_then(|w| w["value"].as_f64())
+}
+
+#[test]
+fn the_regulator_moves_one_weight_a_day_and_reverts_what_did_not_help() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, KEY, None));
+        app.request("POST", "/tick/regulate", &[], None).assert_error(401, "unauthorized");
+
+        // Too few decisions: the day is taken, nothing changes.
+        let r = tick(&app, "regulate", T0);
+        assert_eq!(r["due"], true, "{r}");
+        assert_eq!(r["no_change"], "0 routing decisions in the last day, under 10", "{r}");
+        assert_eq!(r["next_ms"].as_u64(), Some(T0 + 24 * H));
+        assert_eq!(tick(&app, "regulate", T0 + 24 * H - 1)["due"], false);
+        // Without a model, reflection does not run.
+        let r = tick(&app, "reflect", T0);
+        assert_eq!(r["due"], false, "{r}");
+        assert!(r["reason"].as_str().unwrap().contains("no model configured"));
+
+        // A day of plain questions, all RESPOND by the rules: RESPOND is
+        // overused (1.0 − 0.75 = 0.25 over 0.10), so its base steps down by
+        // min(1.5 × 0.05, 0.02).
+        // (A cold session's first statements go to CLARIFY; 40 make a day.)
+        converse(&app, 40, T0 + 2 * H);
+        let decisions = table(&app, "routing_decisions", T0 + 3 * H);
+        assert_eq!(decisions.len(), 40);
+        let day1 = T0 + 24 * H;
+        let r = tick(&app, "regulate", day1);
+        assert_eq!(r["metrics"]["decisions"], 40, "{r}");
+        let before = r["metrics"]["respond_overused"].as_f64().unwrap();
+        assert!(before > 0.14, "over 0.10 by at least 40%, so the step is the cap: {r}");
+        assert_eq!(r["change"]["param"], "RESPOND.base", "{r}");
+        assert_eq!((r["change"]["from"].as_f64(), r["change"]["to"].as_f64()), (Some(0.4), Some(0.38)), "{r}");
+        assert_eq!(weight(&app, "RESPOND.base", day1), Some(0.38));
+        // Two ticks at once: the day is regulated once.
+        let (a, b2) = std::thread::scope(|s| {
+            let one = s.spawn(|| tick(&app, "regulate", day1 + 24 * H));
+            let two = s.spawn(|| tick(&app, "regulate", day1 + 24 * H));
+            (one.join().unwrap(), two.join().unwrap())
+        });
+        assert_eq!([&a, &b2].iter().filter(|r| r["due"] == true).count(), 1, "{a} {b2}");
+
+        // Day 3: 48 h on, the change is judged on its pressure. It did not
+        // fall by 10% (it did not help), so it is reverted, and the
+        // reverted parameter rests again.
+        converse(&app, 40, day1 + 25 * H);
+        // The router routed with the change, and logged the weights it used.
+        let last = table(&app, "routing_decisions", day1 + 26 * H);
+        let snapshot: Value = serde_json::from_str(last.last().unwrap()["weight_snapshot"].as_str().unwrap()).unwrap();
+        assert_eq!(snapshot["base"]["RESPOND"], 0.38, "{snapshot}");
+        let day3 = day1 + 48 * H;
+        let r = tick(&app, "regulate", day3);
+        let after = r["metrics"]["respond_overused"].as_f64().unwrap();
+        assert!(after >= 0.9 * before, "{before} → {after}");
+        let verdict = json!(judge(before, after));
+        assert_ne!(verdict, "confirmed");
+        assert_eq!(r["judged"][0]["verdict"], verdict, "{r}");
+        assert_eq!(r["change"], Value::Null, "{r}");
+        assert!(r["no_change"].as_str().unwrap().contains("RESPOND.base is cooling down"), "{r}");
+        assert_eq!(weight(&app, "RESPOND.base", day3), Some(0.4));
+        let log = table(&app, "routing_adjustments", day3);
+        assert_eq!(log.len(), 1);
+        assert_eq!((log[0]["status"].as_str(), log[0]["pressure_after"].as_f64()), (verdict.as_str(), Some(after)));
+        let days = table(&app, "routing_metrics", day3);
+        assert_eq!(days.len(), 4, "one record a day regulated: {days:?}");
+    }
+}
+
+fn reflection(agree: bool, confidence: f64) -> Script {
+    Script {
+        reply: json!({"ambiguity_level": "medium",
+                      "uncertainty_dimensions": [{"dimension": "tone_ambiguity", "description": "was it a joke?",
+                                                  "affected_modes": ["RESPOND", "ACKNOWLEDGE"], "signal_gap": "no tone signal"}],
+                      "agree_with_decision": agree, "suggested_mode": if agree { Value::Null } else { json!("ACKNOWLEDGE") },
+                      "confidence": confidence})
+        .to_string(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn reflection_reviews_batches_and_the_regulator_acts_on_their_dimension() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
+        model.route(
+            marker::TRIAGE,
+            Script {
+                reply: json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
+                              "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})
+                .to_string(),
+                ..Default::default()
+            },
+        );
+        model.route(REFLECTION, reflection(false, 0.9));
+        // Consolidation's answers, so its queues drain.
+        let answer = |v: Value| Script { reply: v.to_string(), ..Default::default() };
+        model.route("You read one exchange between the principal", answer(json!({"gists": [], "facts": []})));
+        model.route(
+            "You turn a stretch of conversation",
+            answer(json!({"intent": {"type": "learning", "direction": "history"}, "context": {}, "action": "read",
+                          "emotion": {"type": "calm"}, "outcome": "notes", "gist": "The principal read about instruments.",
+                          "salience_factors": {"novelty": 1, "emotional": 0, "commitment": 0, "unresolved": false},
+                          "open_loops": []})),
+        );
+        model.route("You read episodes from the principal", answer(json!({"concepts": [], "relationships": []})));
+        let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, KEY, Some(&model)));
+        converse(&app, 12, T0);
+        let n = table(&app, "routing_decisions", T0 + H).len();
+        assert!(n >= 10, "{n} decisions");
+        // Reflection waits for every queue to be idle.
+        assert_eq!(tick(&app, "reflect", T0 + 30 * MIN)["reason"], "queues busy");
+        tick(&app, "consolidate", T0 + 40 * MIN);
+        let jobs = call(&app, "GET", "/jobs?limit=100", None, T0 + 40 * MIN).json();
+        assert!(jobs.as_array().unwrap().iter().all(|j| j["status"] == "done"), "{jobs}");
+
+        // A batch of 5, each judged by the strong model at temperature 0.3.
+        let at = T0 + H;
+        let r = tick(&app, "reflect", at);
+        assert_eq!(r["decisions"].as_array().unwrap().len(), 5, "{r}");
+        assert_eq!((r["stored"]["reflected"].as_u64(), r["stored"]["counted"].as_u64()), (Some(5), Some(5)), "{r}");
+        let asked: Value = serde_json::from_str(&model.requests_with(REFLECTION)[0]).unwrap();
+        assert_eq!(asked["temperature"].as_f64(), Some(0.3));
+        let content = asked["messages"][1]["content"].as_str().unwrap_or_else(|| panic!("{asked}"));
+        let input: Value = serde_json::from_str(content).unwrap();
+        assert!(input["message"].as_str().unwrap().contains("string instrument"), "{input}");
+        assert!(input["signals"].is_object() && input["selected_mode"].is_string(), "{input}");
+        // At most one batch in 30 minutes.
+        assert_eq!(tick(&app, "reflect", at + 29 * MIN)["due"], false);
+        // Under 0.7 confidence a reflection is kept but does not count.
+        model.route(REFLECTION, reflection(false, 0.5));
+        let r = tick(&app, "reflect", at + 31 * MIN);
+        assert_eq!(r["stored"]["counted"], 0, "{r}");
+        let rows = table(&app, "routing_decisions", at + 31 * MIN);
+        let filtered: Vec<&Value> = rows.iter().filter(|d| d["reflection_counted"] == 0).collect();
+        assert!(!filtered.is_empty());
+        assert!(filtered.iter().all(|d| d["reflection_filter"] == "confidence under 0.7"));
+        assert_eq!(rows.iter().filter(|d| d["reflection_counted"] == 1).count(), 5);
+
+        // Every counted reflection disagrees over tone: that pressure (1.0,
+        // severity 4) beats RESPOND's, and its dimension moves the
+        // tie-breaker margin up a step.
+        let r = tick(&app, "regulate", T0 + 2 * H);
+        assert_eq!(r["metrics"]["reflection_disagreement"], 1.0, "{r}");
+        assert_eq!(r["dimension"], "tone_ambiguity");
+        assert_eq!(r["change"]["param"], "tiebreaker_base_margin", "{r}");
+        assert_eq!(r["change"]["to"].as_f64(), Some(0.22));
+        assert_eq!(weight(&app, "tiebreaker_base_margin", T0 + 2 * H), Some(0.22));
+    }
+}

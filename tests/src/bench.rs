@@ -1,4 +1,5 @@
-//! What the benchmark binaries share: their command line and percentiles.
+//! What the benchmark binaries share: their command line, percentiles and
+//! the latency line they print.
 
 use crate::Backend;
 
@@ -19,4 +20,20 @@ pub fn backend() -> Backend {
 /// The `p` quantile (0–1) of already sorted samples, nearest rank.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Sorts the samples and prints `name: n=… p50=… p95=… max=…` (ms).
+pub fn report(name: &str, ms: &mut [f64]) {
+    if ms.is_empty() {
+        println!("{name}: n=0");
+        return;
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "{name}: n={} p50={:.1} ms p95={:.1} ms max={:.1} ms",
+        ms.len(),
+        percentile(ms, 0.5),
+        percentile(ms, 0.95),
+        ms[ms.len() - 1]
+    );
 }

@@ -530,24 +530,19 @@ pub struct FailRequest {
 /// Gives a claimed job back: queued again after a backoff while attempts
 /// remain (and `retry`), else failed with the error.
 pub async fn fail(r: FailRequest) -> Result<J> {
-    let stores = Stores::open().await?;
-    let rows = stores
-        .sql
-        .query(
-            "UPDATE jobs SET status = CASE WHEN attempts < $4 THEN 'queued' ELSE 'failed' END,
-                 result = $3, claim = NULL, lease_until_ms = $5 + $6 * attempts, updated_ms = $5
-             WHERE id = $1 AND claim = $2 RETURNING status",
-            &[
-                r.job_id.into(),
-                r.claim.as_str().into(),
-                json!({"error": r.error}).to_string().into(),
-                if r.retry { MAX_ATTEMPTS } else { 0 }.into(),
-                (r.now_ms as i64).into(),
-                RETRY_BACKOFF_MS.into(),
-            ],
-        )
-        .await?;
-    let status = rows.first().map(|row| row.text("status")).transpose()?;
+    let sql = mneme_store::open_sql().await?;
+    let status = crate::schedule::give_back(
+        &sql,
+        "jobs",
+        "result",
+        r.job_id.into(),
+        &r.claim,
+        json!({"error": r.error}).to_string().into(),
+        if r.retry { MAX_ATTEMPTS } else { 0 },
+        RETRY_BACKOFF_MS,
+        r.now_ms as i64,
+    )
+    .await?;
     Ok(json!({"status": status}))
 }
 

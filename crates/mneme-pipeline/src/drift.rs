@@ -13,6 +13,7 @@
 
 use crate::consolidate::{self, CORPUS};
 use crate::memory::publish_with;
+use crate::schedule;
 use crate::tasks::{self as task_store, Inserted};
 use crate::{Result, Stores, as_store_error, bytes_f32, embed, f32_bytes, in_list, json_text, random_hex};
 use mneme_background::Draws;
@@ -109,14 +110,15 @@ pub async fn begin(r: BeginRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let (sql, kv) = (&stores.sql, &stores.kv);
     let now = r.now_ms as i64;
-    let c = conditions(sql, kv, now).await?;
-    let flushed = flush(sql, now, r.utc_offset_minutes, c.deep_focus).await?;
+    let flushed = flush(sql, kv, now, r.utc_offset_minutes).await?;
     let mut d = Draws::new(r.seed);
     let next_ms = rules::next_run(now, d.draw(), d.draw());
     let claim = random_hex(8);
-    if let Some(not_due) = claim_schedule(sql, &claim, now, r.lease_ms as i64).await? {
-        return Ok(json!({"due": false, "reason": not_due.0, "next_ms": not_due.1, "flushed": flushed}));
+    if let Err(not_due) = schedule::claim(sql, ENGINE, &claim, now, r.lease_ms as i64).await? {
+        let why = if not_due.held { "another cycle holds the engine" } else { "not due yet" };
+        return Ok(json!({"due": false, "reason": why, "next_ms": not_due.at_ms(), "flushed": flushed}));
     }
+    let c = conditions(sql, kv, now).await?;
     let skip = async |why: Skip, extra: J| -> Result<J> {
         release(sql, &claim, next_ms, now, &skip_name(why)).await?;
         let mut out = json!({"due": true, "ran": false, "skip": why, "conditions": c, "next_ms": next_ms,
@@ -194,41 +196,9 @@ pub async fn begin(r: BeginRequest) -> Result<J> {
     }))
 }
 
-/// Claims the schedule if it is due and free; otherwise why not and when.
-async fn claim_schedule(sql: &Sql, claim: &str, now: i64, lease: i64) -> Result<Option<(&'static str, i64)>> {
-    sql.execute(
-        "INSERT INTO engine_schedule (engine, next_ms, lease_until_ms) VALUES ($1, 0, 0) ON CONFLICT (engine) DO NOTHING",
-        &[ENGINE.into()],
-    )
-    .await?;
-    let held = sql
-        .query(
-            "UPDATE engine_schedule SET claim = $2, lease_until_ms = $3 \
-             WHERE engine = $1 AND next_ms <= $4 AND lease_until_ms < $4 RETURNING next_ms",
-            &[ENGINE.into(), claim.into(), Value::Int(now + lease), Value::Int(now)],
-        )
-        .await?;
-    if !held.is_empty() {
-        return Ok(None);
-    }
-    let rows =
-        sql.query("SELECT next_ms, lease_until_ms FROM engine_schedule WHERE engine = $1", &[ENGINE.into()]).await?;
-    let (next, until) = match rows.first() {
-        Some(r) => (r.i64("next_ms")?, r.i64("lease_until_ms")?),
-        None => (0, 0),
-    };
-    Ok(Some(if until >= now { ("another cycle holds the engine", until) } else { ("not due yet", next) }))
-}
-
 /// Gives the schedule back with its next time and the cycle's outcome.
 async fn release(sql: &Sql, claim: &str, next_ms: i64, now: i64, outcome: &str) -> Result<u64> {
-    Ok(sql
-        .execute(
-            "UPDATE engine_schedule SET next_ms = $3, claim = NULL, lease_until_ms = 0, last_ms = $4, last_outcome = $5 \
-             WHERE engine = $1 AND claim = $2",
-            &[ENGINE.into(), claim.into(), Value::Int(next_ms), Value::Int(now), outcome.into()],
-        )
-        .await?)
+    Ok(schedule::release(sql, ENGINE, claim, Some(next_ms), Some((now, outcome))).await?)
 }
 
 /// What the idle gate reads: queued or running jobs on every queue, the
@@ -239,20 +209,22 @@ async fn conditions(sql: &Sql, kv: &Kv, now: i64) -> Result<Conditions> {
     let knowledge =
         scalar_i64(sql, "SELECT count(*) AS v FROM knowledge_jobs WHERE status IN ('queued', 'running')", &[]).await?;
     let last_episode_ms = scalar_i64(sql, "SELECT max(created_ms) AS v FROM episodes", &[]).await?;
-    let mut deep_focus = false;
-    for key in kv.keys("focus:").await? {
-        let thread = key.trim_start_matches("focus:");
-        if crate::records::focus(kv, thread, now as u64).await?.is_some() {
-            deep_focus = true;
-            break;
-        }
-    }
     Ok(Conditions {
         pending_jobs: jobs.unwrap_or(0) + knowledge.unwrap_or(0),
         last_episode_ms,
-        deep_focus,
+        deep_focus: focus_live(kv, now).await?,
         recent_activation: recent_activation(sql, now).await?,
     })
+}
+
+/// Whether a focus session is live on any thread.
+async fn focus_live(kv: &Kv, now: i64) -> Result<bool> {
+    for key in kv.keys("focus:").await? {
+        if crate::records::focus(kv, key.trim_start_matches("focus:"), now as u64).await?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 async fn recent_activation(sql: &Sql, now: i64) -> Result<f64> {
@@ -488,13 +460,13 @@ async fn grounding(sql: &Sql, query: &str) -> Result<Option<Grounding>> {
 /// absence"), unless they are in a focus session; the older ones waiting
 /// are dropped, so a return brings one message, not a backlog. Expires
 /// those older than 48 h. Delivered once however many ticks race for it.
-async fn flush(sql: &Sql, now: i64, utc_offset_minutes: i64, deep_focus: bool) -> Result<Vec<J>> {
+async fn flush(sql: &Sql, kv: &Kv, now: i64, utc_offset_minutes: i64) -> Result<Vec<J>> {
     sql.execute(
         "UPDATE drift_log SET delivery = 'expired' WHERE delivery = 'deferred' AND created_ms < $1",
         &[Value::Int(now - rules::DEFERRED_TTL_MS)],
     )
     .await?;
-    if deep_focus || rules::quiet(rules::local_hour(now, utc_offset_minutes)) {
+    if rules::quiet(rules::local_hour(now, utc_offset_minutes)) {
         return Ok(Vec::new());
     }
     let rows = sql
@@ -507,7 +479,9 @@ async fn flush(sql: &Sql, now: i64, utc_offset_minutes: i64, deep_focus: bool) -
     let Some(r) = rows.first() else { return Ok(Vec::new()) };
     let deferred_at = r.i64("created_ms")?;
     let last_exchange = scalar_i64(sql, "SELECT max(created_ms) AS v FROM exchanges", &[]).await?;
-    if last_exchange.is_none_or(|t| t < rules::quiet_end(deferred_at, utc_offset_minutes)) {
+    if last_exchange.is_none_or(|t| t < rules::quiet_end(deferred_at, utc_offset_minutes))
+        || focus_live(kv, now).await?
+    {
         return Ok(Vec::new());
     }
     let id = r.text("id")?;

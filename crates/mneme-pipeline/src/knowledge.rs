@@ -239,27 +239,22 @@ pub struct FailRequest {
 /// Gives a claimed job back: queued again to retry after a backoff (while
 /// attempts remain), or failed with the error.
 pub async fn fail(r: FailRequest) -> Result<J> {
-    let stores = Stores::open().await?;
-    let rows = stores
-        .sql
-        .query(
-            "UPDATE knowledge_jobs
-             SET status = CASE WHEN attempts < $4 THEN 'queued' ELSE 'failed' END,
-                 error = $3, claim = NULL, lease_until_ms = $5 + $6 * attempts, updated_ms = $5
-             WHERE id = $1 AND claim = $2 RETURNING status",
-            &[
-                r.job_id.as_str().into(),
-                r.claim.as_str().into(),
-                r.error.as_str().into(),
-                // No retry: no attempt count is low enough to queue again.
-                (if r.retry { MAX_ATTEMPTS } else { 0 }).into(),
-                (r.now_ms as i64).into(),
-                RETRY_BACKOFF_MS.into(),
-            ],
-        )
-        .await?;
-    match rows.first() {
-        Some(row) => Ok(json!({"status": row.text("status")?})),
+    let sql = mneme_store::open_sql().await?;
+    let status = crate::schedule::give_back(
+        &sql,
+        "knowledge_jobs",
+        "error",
+        r.job_id.as_str().into(),
+        &r.claim,
+        r.error.as_str().into(),
+        // No retry: no attempt count is low enough to queue again.
+        if r.retry { MAX_ATTEMPTS } else { 0 },
+        RETRY_BACKOFF_MS,
+        r.now_ms as i64,
+    )
+    .await?;
+    match status {
+        Some(status) => Ok(json!({"status": status})),
         None => Err(Fail::new("conflict", "the job is no longer claimed by this worker")),
     }
 }

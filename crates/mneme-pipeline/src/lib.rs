@@ -15,6 +15,7 @@ pub mod records;
 pub mod regulator;
 pub mod router;
 pub mod rx;
+pub mod schedule;
 pub mod search;
 pub mod tasks;
 pub mod triage;

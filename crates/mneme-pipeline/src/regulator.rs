@@ -222,21 +222,10 @@ pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
     if busy.first().map(|b| b.i64("n")).transpose()?.unwrap_or(0) > 0 {
         return Ok(json!({"due": false, "reason": "queues busy"}));
     }
-    sql.execute(
-        "INSERT INTO engine_schedule (engine, next_ms, lease_until_ms) VALUES ($1, 0, 0) ON CONFLICT (engine) DO NOTHING",
-        &[REFLECTION.into()],
-    )
-    .await?;
     let claim = random_hex(8);
-    let held = sql
-        .execute(
-            "UPDATE engine_schedule SET claim = $2, lease_until_ms = $3 \
-             WHERE engine = $1 AND next_ms <= $4 AND lease_until_ms < $4",
-            &[REFLECTION.into(), claim.as_str().into(), Value::Int(now + r.lease_ms as i64), Value::Int(now)],
-        )
-        .await?;
-    if held == 0 {
-        return Ok(json!({"due": false, "reason": "not due yet"}));
+    if let Err(not_due) = crate::schedule::claim(sql, REFLECTION, &claim, now, r.lease_ms as i64).await? {
+        let why = if not_due.held { "another batch is under review" } else { "not due yet" };
+        return Ok(json!({"due": false, "reason": why, "next_ms": not_due.at_ms()}));
     }
     let pool: Vec<Candidate> = sql
         .query(
@@ -294,11 +283,8 @@ pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
 }
 
 async fn release_reflection(sql: &Sql, claim: &str, now: i64) -> std::result::Result<u64, StoreError> {
-    sql.execute(
-        "UPDATE engine_schedule SET next_ms = $3, claim = NULL, lease_until_ms = 0, last_ms = $4 WHERE engine = $1 AND claim = $2",
-        &[REFLECTION.into(), claim.into(), Value::Int(now + rules::REFLECTION_GAP_MS), Value::Int(now)],
-    )
-    .await
+    crate::schedule::release(sql, REFLECTION, claim, Some(now + rules::REFLECTION_GAP_MS), Some((now, "reviewed")))
+        .await
 }
 
 /// One decision's reflection, or why there is none.

@@ -13,6 +13,7 @@
 //! flight; the leases end and the next tick takes the work over.
 
 use crate::memory::publish_with;
+use crate::schedule;
 use crate::{Fail, Result, Stores, as_store_error, json_text, random_hex};
 use mneme_background::cycle::Progress;
 use mneme_background::tasks::{self, MAX_ACTIVE, MAX_AGE_MS, State};
@@ -275,28 +276,10 @@ pub async fn begin_cycle(r: BeginRequest) -> Result<J> {
                     &[Value::Int(now), Value::Int(now - MAX_AGE_MS)],
                 )
                 .await?;
-            sql.execute(
-                "INSERT INTO engine_schedule (engine, next_ms, lease_until_ms) VALUES ($1, 0, 0) ON CONFLICT (engine) DO NOTHING",
-                &[ENGINE.into()],
-            )
-            .await?;
-            let held = sql
-                .query(
-                    "UPDATE engine_schedule SET claim = $2, lease_until_ms = $3 \
-                     WHERE engine = $1 AND next_ms <= $4 AND lease_until_ms < $4 RETURNING next_ms",
-                    &[ENGINE.into(), claim.as_str().into(), Value::Int(lease), Value::Int(now)],
-                )
-                .await?;
-            if held.is_empty() {
-                let s = sql
-                    .query("SELECT next_ms, lease_until_ms FROM engine_schedule WHERE engine = $1", &[ENGINE.into()])
-                    .await?;
-                let (next, until) = match s.first() {
-                    Some(row) => (row.i64("next_ms")?, row.i64("lease_until_ms")?),
-                    None => (0, 0),
-                };
-                let why = if until >= now { "another cycle holds the worker" } else { "not due yet" };
-                return Ok(json!({"due": false, "reason": why, "next_at": iso(next.max(until)), "next_ms": next, "expired": expired}));
+            if let Err(not_due) = schedule::claim(sql, ENGINE, &claim, now, r.lease_ms as i64).await? {
+                let why = if not_due.held { "another cycle holds the worker" } else { "not due yet" };
+                return Ok(json!({"due": false, "reason": why, "next_at": iso(not_due.at_ms()),
+                                 "next_ms": not_due.next_ms, "expired": expired}));
             }
             let picked = sql
                 .query(
@@ -311,11 +294,7 @@ pub async fn begin_cycle(r: BeginRequest) -> Result<J> {
                 )
                 .await?;
             let Some(row) = picked.first() else {
-                sql.execute(
-                    "UPDATE engine_schedule SET claim = NULL, lease_until_ms = 0 WHERE engine = $1 AND claim = $2",
-                    &[ENGINE.into(), claim.as_str().into()],
-                )
-                .await?;
+                schedule::release(sql, ENGINE, &claim, None, None).await?;
                 return Ok(json!({"due": true, "task": null, "expired": expired}));
             };
             Ok(json!({
@@ -366,11 +345,7 @@ pub async fn checkpoint(r: CheckpointRequest) -> Result<J> {
             if n == 0 {
                 return Err(StoreError::new("conflict", format!("task `{}` is no longer claimed by this cycle", r.id)));
             }
-            sql.execute(
-                "UPDATE engine_schedule SET lease_until_ms = $3 WHERE engine = $1 AND claim = $2",
-                &[ENGINE.into(), r.claim.as_str().into(), Value::Int(lease)],
-            )
-            .await?;
+            schedule::renew(sql, ENGINE, &r.claim, lease).await?;
             Ok(())
         })
         .await?;
@@ -419,24 +394,12 @@ pub async fn end_cycle(r: EndRequest) -> Result<J> {
                 )
                 .await?;
             let event_id = match (&r.event, n) {
-                (Some(payload), 1) => publish_with(sql, "task", payload, r.now_ms)
-                    .await
-                    .map_err(as_store_error)?["id"]
-                    .as_i64(),
+                (Some(payload), 1) => {
+                    publish_with(sql, "task", payload, r.now_ms).await.map_err(as_store_error)?["id"].as_i64()
+                }
                 _ => None,
             };
-            sql.execute(
-                "UPDATE engine_schedule SET next_ms = $3, claim = NULL, lease_until_ms = 0, last_ms = $4, last_outcome = $5 \
-                 WHERE engine = $1 AND claim = $2",
-                &[
-                    ENGINE.into(),
-                    r.claim.as_str().into(),
-                    Value::Int(r.next_ms as i64),
-                    Value::Int(now),
-                    r.outcome.as_str().into(),
-                ],
-            )
-            .await?;
+            schedule::release(sql, ENGINE, &r.claim, Some(r.next_ms as i64), Some((now, &r.outcome))).await?;
             Ok(json!({"saved": n == 1, "event_id": event_id}))
         })
         .await?;

@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use mneme_e2e::bench::{arg, backend, percentile};
+use mneme_e2e::bench::{arg, backend, report};
 use mneme_e2e::{App, BackendEnv, edited_manifest};
 use serde_json::{Value, json};
 
@@ -32,21 +32,6 @@ fn call(app: &App, method: &str, path: &str, body: Option<&Value>, clock: u64, s
         body.as_deref().map(str::as_bytes),
     );
     (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null), t.elapsed().as_secs_f64() * 1_000.0)
-}
-
-fn report(name: &str, ms: &mut [f64]) {
-    if ms.is_empty() {
-        println!("{name}: n=0");
-        return;
-    }
-    ms.sort_by(f64::total_cmp);
-    println!(
-        "{name}: n={} p50={:.1} ms p95={:.1} ms max={:.1} ms",
-        ms.len(),
-        percentile(ms, 0.5),
-        percentile(ms, 0.95),
-        ms[ms.len() - 1]
-    );
 }
 
 /// SplitMix64, for the filler graph.

@@ -35,14 +35,7 @@ fn post(app: &App, path: &str, body: Option<&Value>, clock: u64) -> (u16, Value,
 }
 
 fn report(name: &str, ms: &mut [f64], traces: &[Value]) {
-    ms.sort_by(f64::total_cmp);
-    println!(
-        "{name}: n={} p50={:.1} ms p95={:.1} ms max={:.1} ms",
-        ms.len(),
-        percentile(ms, 0.5),
-        percentile(ms, 0.95),
-        ms[ms.len() - 1]
-    );
+    mneme_e2e::bench::report(name, ms);
     let mut steps: Vec<(String, Vec<f64>)> = Vec::new();
     for t in traces {
         for s in t.as_array().into_iter().flatten() {

@@ -286,6 +286,50 @@ impl App {
         Resp { status, headers, body }
     }
 
+    /// `method path` as the principal of a `test_env` app ([`TEST_KEY`]) on
+    /// the test clock at `at`, with a JSON body.
+    pub fn call(&self, method: &str, path: &str, body: Option<serde_json::Value>, at: u64) -> Resp {
+        self.call_as(TEST_KEY, method, path, body.as_ref(), Some(at))
+    }
+
+    /// `method path` with `Bearer key`, the test clock at `at` when given,
+    /// and a JSON body.
+    pub fn call_as(
+        &self,
+        key: &str,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        at: Option<u64>,
+    ) -> Resp {
+        let auth = format!("Bearer {key}");
+        let clock = at.map(|t| t.to_string());
+        let mut headers = vec![("authorization", auth.as_str())];
+        if let Some(c) = &clock {
+            headers.push(("x-mneme-clock", c.as_str()));
+        }
+        let body = body.map(serde_json::Value::to_string);
+        self.request(method, path, &headers, body.as_deref().map(str::as_bytes))
+    }
+
+    /// `POST /tick/{job}` with the cron token of a `test_env` app, the test
+    /// clock at `at` and the seeded randomness `seed`; the tick's `result`.
+    pub fn tick(&self, job: &str, at: u64, seed: u64) -> serde_json::Value {
+        let (t, s) = (at.to_string(), seed.to_string());
+        let auth = format!("Bearer {CRON_TOKEN}");
+        let headers = [("authorization", auth.as_str()), ("x-mneme-clock", t.as_str()), ("x-mneme-seed", s.as_str())];
+        let r = self.request("POST", &format!("/tick/{job}"), &headers, None);
+        assert_eq!(r.status, 200, "tick {job}: {}", r.body);
+        r.json()["result"].clone()
+    }
+
+    /// The rows of one table of `GET /privacy/export` at `at`, as exported.
+    pub fn table(&self, name: &str, at: u64) -> Vec<serde_json::Value> {
+        let r = self.call("GET", "/privacy/export", None, at);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["tables"][name].as_array().cloned().unwrap_or_default()
+    }
+
     /// Reads a streamed response, noting when each chunk arrived.
     pub fn stream(&self, path: &str) -> Vec<(Duration, String)> {
         let started = Instant::now();
@@ -352,8 +396,6 @@ impl Resp {
     }
 }
 
-/// Writes a copy of `manifest` (relative to the repo root) with `edit`
-/// applied, its component paths made absolute; returns its path.
 /// The named events of a `text/event-stream` body with their JSON data.
 pub fn parse_sse(raw: &str) -> Vec<(String, serde_json::Value)> {
     raw.split("\n\n")
@@ -389,13 +431,18 @@ pub fn without_crons(dir: &Path, jobs: &[&str]) -> String {
     .to_string()
 }
 
+/// The API key the tests' apps run with.
+pub const TEST_KEY: &str = "test-api-key";
+/// The cron token of [`test_env`] apps.
+pub const CRON_TOKEN: &str = "test-cron";
+
 /// The environment of an app under test: the backend's variables, the API
-/// key, the cron token `test-cron`, the test clock on, and the scripted
+/// key, the cron token [`CRON_TOKEN`], the test clock on, and the scripted
 /// model as the primary model `big-model` when one is given.
-pub fn test_env(b: &BackendEnv, api_key: &str, model: Option<&fake_model::FakeModel>) -> Vec<(String, String)> {
+pub fn test_env(b: &BackendEnv, model: Option<&fake_model::FakeModel>) -> Vec<(String, String)> {
     let mut env = b.vars.clone();
-    env.push(("SPIN_VARIABLE_API_KEY".into(), api_key.into()));
-    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
+    env.push(("SPIN_VARIABLE_API_KEY".into(), TEST_KEY.into()));
+    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), CRON_TOKEN.into()));
     env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
     if let Some(m) = model {
         env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
@@ -405,6 +452,8 @@ pub fn test_env(b: &BackendEnv, api_key: &str, model: Option<&fake_model::FakeMo
     env
 }
 
+/// Writes a copy of `manifest` (relative to the repo root) with `edit`
+/// applied, its component paths made absolute; returns its path.
 pub fn edited_manifest(dir: &Path, manifest: &str, edit: impl Fn(String) -> String) -> PathBuf {
     let root = repo_root();
     let src = root.join(manifest);

@@ -12,7 +12,6 @@ use mneme_e2e::fake_model::{FakeModel, Script, marker};
 use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
 use serde_json::{Value, json};
 
-const KEY: &str = "test-api-key";
 const T0: u64 = 1_800_000_000_000;
 const MIN: u64 = 60_000;
 /// Markers of the three consolidation prompts.
@@ -30,51 +29,36 @@ fn manifest(dir: &std::path::Path) -> String {
 
 /// With a model, consolidation's calls go to the light model `small-model`.
 fn env(b: &BackendEnv, model: Option<&FakeModel>) -> Vec<(String, String)> {
-    let mut env = test_env(b, KEY, model);
+    let mut env = test_env(b, model);
     if model.is_some() {
         env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
     }
     env
 }
 
-fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: u64) -> mneme_e2e::Resp {
-    let a = format!("Bearer {KEY}");
-    let t = at.to_string();
-    let b = body.map(|b| b.to_string());
-    app.request(method, path, &[("authorization", &a), ("x-mneme-clock", &t)], b.as_deref().map(str::as_bytes))
-}
-
 fn get(app: &App, path: &str) -> Value {
-    let r = call(app, "GET", path, None, T0);
+    let r = app.call("GET", path, None, T0);
     assert_eq!(r.status, 200, "{path}: {}", r.body);
     r.json()
 }
 
 fn chat(app: &App, text: &str, at: u64) {
-    let r = call(app, "POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), at);
+    let r = app.call("POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), at);
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("event: message"), "{}", r.body);
 }
 
 fn tick(app: &App, job: &str, at: u64) -> Value {
-    let t = at.to_string();
-    let r = app.request(
-        "POST",
-        &format!("/tick/{job}"),
-        &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &t), ("x-mneme-seed", "1")],
-        None,
-    );
-    assert_eq!(r.status, 200, "tick: {}", r.body);
-    r.json()["result"].clone()
+    app.tick(job, at, 1)
 }
 
 fn table(app: &App, name: &str) -> Vec<Value> {
-    get(app, "/privacy/export")["tables"][name].as_array().cloned().unwrap_or_default()
+    app.table(name, T0)
 }
 
 /// Every gist of every topic.
 fn gists(app: &App, at: u64) -> Vec<Value> {
-    let r = call(app, "GET", "/privacy/export", None, at);
+    let r = app.call("GET", "/privacy/export", None, at);
     r.json()["memory"]["gists"]
         .as_object()
         .map(|m| m.values().flat_map(|v| v.as_array().unwrap().clone()).collect())
@@ -160,7 +144,7 @@ fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
         assert!(
             g.iter().any(|g| g["content"] == "The principal said: I decided to learn the cello and I am so excited")
         );
-        let export = call(&app, "GET", "/privacy/export", None, at).json();
+        let export = app.call("GET", "/privacy/export", None, at).json();
         let facts = export["memory"]["facts"].to_string();
         assert!(facts.contains("\"cello_teacher\"") && facts.contains("Ana Moreira"), "{facts}");
 
@@ -176,7 +160,7 @@ fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
         assert_eq!(hits[0]["id"], episodes[1]["id"]);
 
         // Recall and associate read them, through a task's rule plan.
-        let task = call(&app, "POST", "/tasks", Some(json!({"goal": "Find a good cello practice routine"})), at);
+        let task = app.call("POST", "/tasks", Some(json!({"goal": "Find a good cello practice routine"})), at);
         assert_eq!(task.status, 201, "{}", task.body);
         let id = task.json()["id"].as_str().unwrap().to_string();
         let cycle = tick(&app, "tasks", at + 2 * MIN);
@@ -192,7 +176,7 @@ fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
         // it, its search entry and embedding, and every concept drawn from it.
         let exchanges = table(&app, "exchanges");
         let last = exchanges.iter().find(|e| e["prompt"] == PERSONAL[4]).unwrap()["id"].as_str().unwrap().to_string();
-        let r = call(&app, "POST", "/memory/forget", Some(json!({"scope": "exchange", "id": last})), at);
+        let r = app.call("POST", "/memory/forget", Some(json!({"scope": "exchange", "id": last})), at);
         assert_eq!(r.status, 200, "{}", r.body);
         let left = table(&app, "episodes");
         assert_eq!(left.len(), 1, "{left:?}");
@@ -307,7 +291,7 @@ fn the_model_consolidates_with_retries_and_a_crash_mid_job_loses_nothing() {
         let g = gists(&app, at);
         assert_eq!(g.len(), 1, "the same gist from four exchanges is stored once: {g:?}");
         assert_eq!((g[0]["type"].as_str(), g[0]["confidence"].as_u64()), (Some("commitment"), Some(8)));
-        let facts = call(&app, "GET", "/privacy/export", None, at).json()["memory"]["facts"].to_string();
+        let facts = app.call("GET", "/privacy/export", None, at).json()["memory"]["facts"].to_string();
         assert!(facts.contains("\"cello_teacher\"") && !facts.contains("\"pet\""), "0.3 is under the gate: {facts}");
         let episodes = table(&app, "episodes");
         assert_eq!(episodes.len(), 1);

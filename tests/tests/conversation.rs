@@ -7,10 +7,8 @@
 use std::time::Duration;
 
 use mneme_e2e::fake_model::{FakeModel, Script, marker};
-use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, parse_sse};
+use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, TEST_KEY, parse_sse, test_env};
 use serde_json::{Value, json};
-
-const KEY: &str = "test-api-key";
 
 struct Chat {
     status: u16,
@@ -29,21 +27,15 @@ impl Chat {
 }
 
 fn start(b: &BackendEnv, model: Option<&FakeModel>) -> App {
-    let mut env = b.vars.clone();
-    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
-    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
-    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
-    if let Some(m) = model {
-        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
-        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
-        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
+    let mut env = test_env(b, model);
+    if model.is_some() {
         env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
     }
     App::start("spin.toml", &env)
 }
 
 fn auth() -> String {
-    format!("Bearer {KEY}")
+    format!("Bearer {TEST_KEY}")
 }
 
 fn chat_at(app: &App, body: Value, clock: Option<u64>) -> Chat {

@@ -10,10 +10,10 @@ use mneme_background::Draws;
 use mneme_background::cycle::RULES_LABEL;
 use mneme_background::drift::{SeedKind, next_run, pick, seed_kind};
 use mneme_e2e::fake_model::{FakeModel, Script, marker};
-use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
+use mneme_e2e::{App, BACKENDS, BackendEnv, CRON_TOKEN, test_env, without_crons};
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
-const KEY: &str = "test-api-key";
 /// 2027-01-15 08:00 UTC.
 const T0: u64 = 1_800_000_000_000;
 const MIN: u64 = 60_000;
@@ -22,36 +22,18 @@ const EPISODE: &str = "You turn a stretch of conversation";
 const SEMANTIC: &str = "You read episodes from the principal";
 const CHUNKER: &str = "You read one exchange between the principal";
 const THOUGHT: &str = "You are between conversations";
+/// The drift engine's claim lease of `components/tick/src/drift.rs`.
+const LEASE_MS: u64 = 120_000;
 
-fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: u64) -> mneme_e2e::Resp {
-    let a = format!("Bearer {KEY}");
-    let t = at.to_string();
-    let b = body.map(|b| b.to_string());
-    app.request(method, path, &[("authorization", &a), ("x-mneme-clock", &t)], b.as_deref().map(str::as_bytes))
-}
-
-fn tick(app: &App, job: &str, at: u64, seed: u64) -> Value {
-    let (t, s) = (at.to_string(), seed.to_string());
-    let r = app.request(
-        "POST",
-        &format!("/tick/{job}"),
-        &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &t), ("x-mneme-seed", &s)],
-        None,
-    );
-    assert_eq!(r.status, 200, "tick: {}", r.body);
-    r.json()["result"].clone()
-}
-
+/// A table's exported rows by id.
 fn table(app: &App, name: &str, at: u64) -> Vec<Value> {
-    let r = call(app, "GET", "/privacy/export", None, at);
-    assert_eq!(r.status, 200, "{}", r.body);
-    let mut rows = r.json()["tables"][name].as_array().cloned().unwrap_or_default();
+    let mut rows = app.table(name, at);
     rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     rows
 }
 
 fn chat(app: &App, text: &str, at: u64) {
-    let r = call(app, "POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), at);
+    let r = app.call("POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), at);
     assert_eq!(r.status, 200, "{}", r.body);
 }
 
@@ -103,6 +85,27 @@ fn semantic_answer() -> Script {
     }))
 }
 
+/// The app with the scripted model (the light model `small-model` for
+/// consolidation and drift) answering triage with RESPOND, the chunker
+/// with nothing, episodes with `salience` for novelty and emotion, and
+/// semantic consolidation with the three pairs; no crons of the engines.
+fn model_app(b: &BackendEnv, dir: &std::path::Path, salience: u8) -> (FakeModel, App, String, Vec<(String, String)>) {
+    let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
+    model.route(
+        marker::TRIAGE,
+        script(json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
+                      "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
+    );
+    model.route(CHUNKER, script(json!({"gists": [], "facts": []})));
+    model.route(EPISODE, episode_answer(salience, salience));
+    model.route(SEMANTIC, semantic_answer());
+    let mut env = test_env(b, Some(&model));
+    env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
+    let manifest = without_crons(dir, &["consolidate", "tasks", "drift"]);
+    let app = App::start(&manifest, &env);
+    (model, app, manifest, env)
+}
+
 /// A seed whose next run comes within 300 s and whose first `attempts`
 /// seed attempts each draw the random category and pick one of `indices`
 /// of `n` concepts (the stage's draw order: two draws for the next run,
@@ -132,26 +135,13 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let dir = tempfile::tempdir().unwrap();
-        let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
-        model.route(
-            marker::TRIAGE,
-            script(
-                json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
-                          "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"}),
-            ),
-        );
-        model.route(CHUNKER, script(json!({"gists": [], "facts": []})));
-        model.route(EPISODE, episode_answer(0, 0));
-        model.route(SEMANTIC, semantic_answer());
-        let mut env = test_env(&b, KEY, Some(&model));
-        env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
-        let app = App::start(&without_crons(dir.path(), &["consolidate", "tasks", "drift"]), &env);
+        let (model, app, ..) = model_app(&b, dir.path(), 0);
         let r = app.request("POST", "/tick/drift", &[], None);
         r.assert_error(401, "unauthorized");
 
         // Nothing remembered yet: no episode within 168 h. The skip sets
         // the next time, 300 s with jitter (or a long gap) away.
-        let r = tick(&app, "drift", T0, 1);
+        let r = app.tick("drift", T0, 1);
         assert_eq!(
             (r["due"].as_bool(), r["ran"].as_bool(), r["skip"].as_str()),
             (Some(true), Some(false), Some("no_recent_episodes")),
@@ -159,30 +149,30 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
         );
         let next = r["next_ms"].as_u64().unwrap();
         assert!((T0 + 210_000..=T0 + 750_000).contains(&next), "{r}");
-        let r = tick(&app, "drift", next - 1, 1);
+        let r = app.tick("drift", next - 1, 1);
         assert_eq!((r["due"].as_bool(), r["next_ms"].as_u64()), (Some(false), Some(next)), "{r}");
 
         // Conversation queues consolidation: drift waits for the queues.
         for (i, t) in PLAIN.iter().enumerate() {
             chat(&app, t, T0 + 20 * MIN + i as u64 * MIN);
         }
-        let r = tick(&app, "drift", T0 + 30 * MIN, 2);
+        let r = app.tick("drift", T0 + 30 * MIN, 2);
         assert_eq!(r["skip"], "queues_busy", "{r}");
-        tick(&app, "consolidate", T0 + 31 * MIN, 1);
+        app.tick("consolidate", T0 + 31 * MIN, 1);
         model.route(EPISODE, episode_answer(3, 3));
         for (i, t) in PERSONAL.iter().enumerate() {
             chat(&app, t, T0 + 32 * MIN + i as u64 * MIN);
         }
         let last_chat = T0 + 36 * MIN;
         let built = T0 + 40 * MIN;
-        let r = tick(&app, "consolidate", built, 1);
+        let r = app.tick("consolidate", built, 1);
         assert!(r["jobs"].as_array().unwrap().iter().any(|j| j["queue"] == "semantic_consolidation_queue"), "{r}");
         let concepts = table(&app, "semantic_concepts", built);
         assert_eq!(concepts.len(), 6, "{concepts:?}");
 
         // Ten messages on one topic inferred a focus session (2 h): deep
         // focus holds drift back.
-        let r = tick(&app, "drift", built + 13 * MIN, 3);
+        let r = app.tick("drift", built + 13 * MIN, 3);
         assert_eq!(r["skip"], "deep_focus", "{r}");
 
         // D1, well after the focus ended: a seed the test chose through its
@@ -191,7 +181,7 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
         model.route(THOUGHT, thought("insight", "The principal practises the cello every morning before work"));
         let d1 = last_chat + 3 * H;
         let n = concepts.len();
-        let r = tick(&app, "drift", d1, seed_for(&[concept_index(&concepts, "cello")], n, 1));
+        let r = app.tick("drift", d1, seed_for(&[concept_index(&concepts, "cello")], n, 1));
         assert_eq!(r["ran"], true, "{r}");
         assert_eq!((r["seed"]["name"].as_str(), r["seed"]["kind"].as_str()), (Some("cello"), Some("random")), "{r}");
         assert_eq!(r["concepts"][0]["name"], "morning practice");
@@ -215,7 +205,7 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
         let strength = |name: &str| after.iter().find(|c| c["name"] == name).unwrap()["strength"].as_f64().unwrap();
         let before = |name: &str| concepts.iter().find(|c| c["name"] == name).unwrap()["strength"].as_f64().unwrap();
         assert!((strength("morning practice") - before("morning practice") - 0.1).abs() < 1e-9, "REFLECT strengthens");
-        let export = call(&app, "GET", "/privacy/export", None, d1).json();
+        let export = app.call("GET", "/privacy/export", None, d1).json();
         let gists = export["memory"]["gists"].to_string();
         assert!(gists.contains("[insight] The principal practises the cello every morning before work"), "{gists}");
         assert!(gists.contains("\"reflection\""), "{gists}");
@@ -224,7 +214,7 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
         // finds no seed.
         let next = r["next_ms"].as_u64().unwrap();
         let resting = [concept_index(&concepts, "cello"), concept_index(&concepts, "morning practice")];
-        let r = tick(&app, "drift", next, seed_for(&resting, n, 3));
+        let r = app.tick("drift", next, seed_for(&resting, n, 3));
         assert_eq!(r["skip"], "no_seed", "{r}");
         let tried = r["tried"].as_array().unwrap();
         assert_eq!(tried.len(), 3);
@@ -234,7 +224,7 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
         // topic: PLAN creates a persistent task and says so on /events.
         model.route(THOUGHT, thought("question", "Should I research quarterly tax filing deadlines and receipts?"));
         let d2 = r["next_ms"].as_u64().unwrap();
-        let r = tick(&app, "drift", d2, seed_for(&[concept_index(&concepts, "bow")], n, 1));
+        let r = app.tick("drift", d2, seed_for(&[concept_index(&concepts, "bow")], n, 1));
         assert_eq!((r["seed"]["name"].as_str(), r["drift"]["action"].as_str()), (Some("bow"), Some("PLAN")), "{r}");
         let task = r["drift"]["applied"]["task_id"].as_str().unwrap().to_string();
         let tasks = table(&app, "persistent_tasks", d2);
@@ -250,7 +240,7 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
         model.route(THOUGHT, thought("insight", y));
         let d3 = r["next_ms"].as_u64().unwrap();
         assert!(d3 - d1 < 30 * MIN, "inside D1's fatigue window");
-        let r = tick(&app, "drift", d3, seed_for(&[concept_index(&concepts, "posture")], n, 1));
+        let r = app.tick("drift", d3, seed_for(&[concept_index(&concepts, "posture")], n, 1));
         assert_eq!(r["drift"]["action"], "COMMUNICATE", "{r}");
         assert_eq!(r["drift"]["delivery"], "sent");
         let events = table(&app, "events", d3);
@@ -263,7 +253,7 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
         // there). REFLECT is out: the thought is D1's reflection again.
         model.route(THOUGHT, thought("insight", "The principal practises the cello every morning before work"));
         let d4 = T0 + 15 * H + 30 * MIN;
-        let r = tick(&app, "drift", d4, seed_for(&[concept_index(&concepts, "endpin")], n, 1));
+        let r = app.tick("drift", d4, seed_for(&[concept_index(&concepts, "endpin")], n, 1));
         assert_eq!(
             (r["drift"]["action"].as_str(), r["drift"]["delivery"].as_str()),
             (Some("COMMUNICATE"), Some("deferred")),
@@ -278,25 +268,25 @@ fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
                 .count()
         };
         // Still quiet, or not yet back: nothing is delivered.
-        let quiet = tick(&app, "drift", d4 + MIN, 5);
+        let quiet = app.tick("drift", d4 + MIN, 5);
         assert_eq!((quiet["due"].as_bool(), &quiet["flushed"]), (Some(false), &json!([])), "{quiet}");
         let morning = T0 + 24 * H + 30 * MIN;
-        let r = tick(&app, "drift", morning, 5);
+        let r = app.tick("drift", morning, 5);
         assert_eq!(r["flushed"], json!([]), "the principal has not written since quiet hours ended: {r}");
         assert_eq!(delivered(morning), 0);
         chat(&app, "Good morning, back at the cello today", morning + MIN);
-        let r = tick(&app, "drift", morning + 2 * MIN, 5);
+        let r = app.tick("drift", morning + 2 * MIN, 5);
         assert_eq!(r["flushed"], json!([{"drift_id": deferred, "older_dropped": 0}]), "{r}");
-        let r = tick(&app, "drift", morning + 3 * MIN, 5);
+        let r = app.tick("drift", morning + 3 * MIN, 5);
         assert_eq!(r["flushed"], json!([]));
         assert_eq!(delivered(morning + 3 * MIN), 1, "delivered once");
-        tick(&app, "consolidate", morning + 4 * MIN, 1);
+        app.tick("consolidate", morning + 4 * MIN, 1);
 
         // A week and a day after the last episode: nothing recent to drift on.
         let episodes = table(&app, "episodes", morning);
         let newest = episodes.iter().map(|e| e["created_ms"].as_u64().unwrap()).max().unwrap();
         let late = newest + 168 * H + 1;
-        let r = tick(&app, "drift", late, 6);
+        let r = app.tick("drift", late, 6);
         assert_eq!(r["skip"], "no_recent_episodes", "{r}");
 
         // The drift log holds each drift with its thought, action and delivery.
@@ -316,19 +306,19 @@ fn without_a_model_the_rules_think_and_one_cycle_runs_at_a_time() {
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let dir = tempfile::tempdir().unwrap();
-        let app = App::start(&without_crons(dir.path(), &["consolidate", "tasks", "drift"]), &test_env(&b, KEY, None));
+        let app = App::start(&without_crons(dir.path(), &["consolidate", "tasks", "drift"]), &test_env(&b, None));
         for (i, t) in PLAIN.iter().chain(PERSONAL.iter()).enumerate() {
             chat(&app, t, T0 + i as u64 * MIN);
         }
-        tick(&app, "consolidate", T0 + 11 * MIN, 1);
+        app.tick("consolidate", T0 + 11 * MIN, 1);
         let concepts = table(&app, "semantic_concepts", T0 + 11 * MIN);
         assert!(!concepts.is_empty());
         let at = T0 + 4 * H;
         // Rules edges are weak (0.3): followed one time in seven. Find a
         // seed from a concept with an edge whose walk follows it.
         let (a, b2) = std::thread::scope(|s| {
-            let one = s.spawn(|| tick(&app, "drift", at, 11));
-            let two = s.spawn(|| tick(&app, "drift", at, 12));
+            let one = s.spawn(|| app.tick("drift", at, 11));
+            let two = s.spawn(|| app.tick("drift", at, 12));
             (one.join().unwrap(), two.join().unwrap())
         });
         let ran: Vec<&Value> = [&a, &b2].into_iter().filter(|r| r["due"] == true).collect();
@@ -356,7 +346,7 @@ fn without_a_model_the_rules_think_and_one_cycle_runs_at_a_time() {
         let mut drifted = 0;
         for seed in 20..60u64 {
             t += 13 * MIN;
-            let r = tick(&app, "drift", t, seed);
+            let r = app.tick("drift", t, seed);
             if r["ran"] == true {
                 drifted += 1;
                 assert_eq!(r["source"], RULES_LABEL);
@@ -366,5 +356,79 @@ fn without_a_model_the_rules_think_and_one_cycle_runs_at_a_time() {
         }
         assert!(drifted > 0, "no drift in 40 cycles");
         assert_eq!(table(&app, "drift_log", t).len(), drifted + usize::from(r["ran"] == true));
+    }
+}
+
+/// A crash mid-cycle writes nothing of the drift, and once its lease
+/// ends one later cycle drifts; the drift gist is then in the context of
+/// the principal's next message on the seed's topic while it lives (30
+/// minutes from its last read), and not after.
+#[test]
+fn a_crashed_cycle_drifts_once_and_its_gist_reaches_the_next_conversation() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        // A plain episode, then a salient one, which queues semantic
+        // consolidation.
+        let (model, app, manifest, env) = model_app(&b, dir.path(), 0);
+        for (i, t) in PLAIN.iter().enumerate() {
+            chat(&app, t, T0 + i as u64 * MIN);
+        }
+        app.tick("consolidate", T0 + 6 * MIN, 1);
+        model.route(EPISODE, episode_answer(3, 3));
+        for (i, t) in PERSONAL.iter().enumerate() {
+            chat(&app, t, T0 + (7 + i as u64) * MIN);
+        }
+        app.tick("consolidate", T0 + 13 * MIN, 1);
+        let concepts = table(&app, "semantic_concepts", T0 + 13 * MIN);
+        let cello = seed_for(&[concept_index(&concepts, "cello")], concepts.len(), 1);
+        let content = "Ana could watch a video of the morning cello practice";
+
+        // The thought's model call hangs and the runner is killed.
+        model.route(THOUGHT, Script { delay: Duration::from_secs(60), ..thought("hypothesis", content) });
+        let crashed = T0 + 4 * H;
+        let app = std::thread::scope(|s| {
+            let url = app.url.clone();
+            s.spawn(move || {
+                let _ = ureq::post(&format!("{url}/tick/drift"))
+                    .header("authorization", format!("Bearer {CRON_TOKEN}"))
+                    .header("x-mneme-clock", &crashed.to_string())
+                    .header("x-mneme-seed", &cello.to_string())
+                    .send_empty();
+            });
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while model.requests_with(THOUGHT).is_empty() {
+                assert!(Instant::now() < deadline, "the cycle never asked for its thought");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            app.crash_and_restart(&manifest, &env)
+        });
+        model.route(THOUGHT, thought("hypothesis", content));
+        for t in ["drift_log", "drift_cooldowns", "curiosity_threads"] {
+            assert!(table(&app, t, crashed).is_empty(), "nothing of the crashed drift in {t}");
+        }
+        let held = app.tick("drift", crashed + 1_000, cello);
+        assert!(held["reason"].as_str().unwrap().contains("another cycle"), "{held}");
+        let d = crashed + LEASE_MS + 1;
+        let r = app.tick("drift", d, cello);
+        assert_eq!(r["ran"], true, "{r}");
+        assert_eq!(table(&app, "drift_log", d).len(), 1, "one drift");
+        assert_eq!(model.requests_with(THOUGHT).len(), 2, "one thought before the crash, one after");
+        let gist = format!("[hypothesis] {content}");
+        // The answer's prompt: the one streamed model request with the
+        // message.
+        let generation = |text: &str| {
+            let found: Vec<String> =
+                model.requests_with(text).into_iter().filter(|body| body.contains("\"stream\":true")).collect();
+            assert_eq!(found.len(), 1, "one answer for {text:?}: {found:?}");
+            found[0].clone()
+        };
+        let soon = "How is my morning cello practice coming along?";
+        chat(&app, soon, d + 10 * MIN);
+        assert!(generation(soon).contains(&gist), "the drift gist is in the context: {}", generation(soon));
+        let later = "Any thoughts on my cello posture this week?";
+        // Reading a gist renews its 30 minutes; unread for 31, it is gone.
+        chat(&app, later, d + 41 * MIN);
+        assert!(!generation(later).contains(&gist), "expired 30 minutes after its last read: {}", generation(later));
     }
 }

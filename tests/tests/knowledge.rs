@@ -7,33 +7,24 @@
 use std::time::{Duration, Instant};
 
 use mneme_e2e::fake_model::{FakeModel, Script};
-use mneme_e2e::{App, BACKENDS, Backend, BackendEnv};
+use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, TEST_KEY, test_env};
 use serde_json::{Value, json};
 
-const KEY: &str = "test-api-key";
 const INGEST: &str = "test-ingest-token";
 /// Found in the extraction and stance requests' system prompts.
 const EXTRACT: &str = "You extract the principal's judgement";
 const STANCE: &str = "You compare a new statement";
 
 fn start(b: &BackendEnv, model: Option<&FakeModel>, ingest_token: bool) -> App {
-    let mut env = b.vars.clone();
-    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
-    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
-    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
+    let mut env = test_env(b, model);
     if ingest_token {
         env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
-    }
-    if let Some(m) = model {
-        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
-        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
-        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
     }
     App::start("spin.toml", &env)
 }
 
 fn bearer() -> String {
-    format!("Bearer {KEY}")
+    format!("Bearer {TEST_KEY}")
 }
 
 fn get(app: &App, path: &str) -> Value {

@@ -10,36 +10,18 @@ use mneme_e2e::fake_model::{FakeModel, Script, marker};
 use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
 use serde_json::{Value, json};
 
-const KEY: &str = "test-api-key";
 const T0: u64 = 1_800_000_000_000;
 const MIN: u64 = 60_000;
 const H: u64 = 60 * MIN;
 const REFLECTION: &str = "You review one decision of a personal assistant's mode router";
 const JOBS: [&str; 5] = ["consolidate", "tasks", "drift", "regulate", "reflect"];
 
-fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: u64) -> mneme_e2e::Resp {
-    let a = format!("Bearer {KEY}");
-    let t = at.to_string();
-    let b = body.map(|b| b.to_string());
-    app.request(method, path, &[("authorization", &a), ("x-mneme-clock", &t)], b.as_deref().map(str::as_bytes))
-}
-
 fn tick(app: &App, job: &str, at: u64) -> Value {
-    let t = at.to_string();
-    let r = app.request(
-        "POST",
-        &format!("/tick/{job}"),
-        &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &t), ("x-mneme-seed", "3")],
-        None,
-    );
-    assert_eq!(r.status, 200, "tick: {}", r.body);
-    r.json()["result"].clone()
+    app.tick(job, at, 3)
 }
 
 fn table(app: &App, name: &str, at: u64) -> Vec<Value> {
-    let r = call(app, "GET", "/privacy/export", None, at);
-    assert_eq!(r.status, 200, "{}", r.body);
-    let mut rows = r.json()["tables"][name].as_array().cloned().unwrap_or_default();
+    let mut rows = app.table(name, at);
     rows.sort_by_key(|x| x["created_ms"].as_i64().unwrap_or(0));
     rows
 }
@@ -48,7 +30,7 @@ fn table(app: &App, name: &str, at: u64) -> Vec<Value> {
 fn converse(app: &App, n: usize, from: u64) {
     for i in 0..n {
         let text = format!("The history of string instrument number {i} goes back many centuries");
-        let r = call(app, "POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), from + i as u64 * MIN);
+        let r = app.call("POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), from + i as u64 * MIN);
         assert_eq!(r.status, 200, "{}", r.body);
     }
 }
@@ -62,7 +44,7 @@ fn the_regulator_moves_one_weight_a_day_and_reverts_what_did_not_help() {
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let dir = tempfile::tempdir().unwrap();
-        let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, KEY, None));
+        let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, None));
         app.request("POST", "/tick/regulate", &[], None).assert_error(401, "unauthorized");
 
         // Too few decisions: the day is taken, nothing changes.
@@ -164,14 +146,14 @@ fn reflection_reviews_batches_and_the_regulator_acts_on_their_dimension() {
                           "open_loops": []})),
         );
         model.route("You read episodes from the principal", answer(json!({"concepts": [], "relationships": []})));
-        let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, KEY, Some(&model)));
+        let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, Some(&model)));
         converse(&app, 12, T0);
         let n = table(&app, "routing_decisions", T0 + H).len();
         assert!(n >= 10, "{n} decisions");
         // Reflection waits for every queue to be idle.
         assert_eq!(tick(&app, "reflect", T0 + 30 * MIN)["reason"], "queues busy");
         tick(&app, "consolidate", T0 + 40 * MIN);
-        let jobs = call(&app, "GET", "/jobs?limit=100", None, T0 + 40 * MIN).json();
+        let jobs = app.call("GET", "/jobs?limit=100", None, T0 + 40 * MIN).json();
         assert!(jobs.as_array().unwrap().iter().all(|j| j["status"] == "done"), "{jobs}");
 
         // A batch of 5, each judged by the strong model at temperature 0.3.

@@ -8,10 +8,9 @@
 
 use mneme_e2e::fake_model::{FakeModel, Script};
 use mneme_e2e::json_server::JsonServer;
-use mneme_e2e::{App, BACKENDS, BackendEnv, Resp};
+use mneme_e2e::{App, BACKENDS, BackendEnv, Resp, TEST_KEY, test_env};
 use serde_json::{Value, json};
 
-const KEY: &str = "test-api-key";
 const RX_TOKEN: &str = "test-rx-ingest-token";
 const STORE_TOKEN: &str = "token-for-the-external-store";
 /// Found in the composing call's system prompt.
@@ -20,17 +19,9 @@ const HOUR: u64 = 3_600_000;
 const DAY: u64 = 24 * HOUR;
 
 fn start(b: &BackendEnv, model: Option<&FakeModel>, remote: Option<&JsonServer>, rx_token: bool) -> App {
-    let mut env = b.vars.clone();
-    env.push(("SPIN_VARIABLE_API_KEY".into(), KEY.into()));
-    env.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
-    env.push(("SPIN_VARIABLE_TEST_CLOCK".into(), "true".into()));
+    let mut env = test_env(b, model);
     if rx_token {
         env.push(("SPIN_VARIABLE_RX_INGEST_TOKEN".into(), RX_TOKEN.into()));
-    }
-    if let Some(m) = model {
-        env.push(("SPIN_VARIABLE_LLM_URL".into(), m.url()));
-        env.push(("SPIN_VARIABLE_LLM_HOST".into(), m.addr.clone()));
-        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "big-model".into()));
     }
     if let Some(r) = remote {
         env.push(("SPIN_VARIABLE_RX_REMOTE_HOST".into(), r.addr.clone()));
@@ -45,14 +36,7 @@ fn now_ms() -> u64 {
 }
 
 fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: Option<u64>) -> Resp {
-    let a = format!("Bearer {KEY}");
-    let clock = at.map(|t| t.to_string());
-    let mut headers = vec![("authorization", a.as_str())];
-    if let Some(c) = &clock {
-        headers.push(("x-mneme-clock", c.as_str()));
-    }
-    let body = body.map(|b| b.to_string());
-    app.request(method, path, &headers, body.as_deref().map(str::as_bytes))
+    app.call_as(TEST_KEY, method, path, body.as_ref(), at)
 }
 
 fn ok(r: Resp, status: u16) -> Value {

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use mneme_background::Draws;
 use mneme_background::tasks::{MAX_AGE_MS, next_run};
-use mneme_e2e::fake_model::{FakeModel, Script};
-use mneme_e2e::{App, BACKENDS, BackendEnv, parse_sse, test_env, without_crons};
+use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::{App, BACKENDS, BackendEnv, TEST_KEY, parse_sse, test_env, without_crons};
 use serde_json::{Value, json};
 
-const KEY: &str = "test-api-key";
 /// In the plan-decomposition system prompt.
 const PLAN: &str = "You break one of the principal's long-running goals";
 /// The task lease of `components/tick/src/tasks.rs`.
@@ -27,39 +26,24 @@ fn manifest(dir: &std::path::Path) -> String {
 }
 
 fn env(b: &BackendEnv, model: Option<&FakeModel>) -> Vec<(String, String)> {
-    test_env(b, KEY, model)
-}
-
-fn call(app: &App, method: &str, path: &str, body: Option<Value>, at: u64) -> mneme_e2e::Resp {
-    let a = format!("Bearer {KEY}");
-    let t = at.to_string();
-    let b = body.map(|b| b.to_string());
-    app.request(method, path, &[("authorization", &a), ("x-mneme-clock", &t)], b.as_deref().map(str::as_bytes))
+    test_env(b, model)
 }
 
 fn create(app: &App, goal: &str, priority: i64, at: u64) -> Value {
-    let r = call(app, "POST", "/tasks", Some(json!({"goal": goal, "priority": priority})), at);
+    let r = app.call("POST", "/tasks", Some(json!({"goal": goal, "priority": priority})), at);
     assert_eq!(r.status, 201, "{}", r.body);
     r.json()
 }
 
 fn task(app: &App, id: &str) -> Value {
-    let r = call(app, "GET", &format!("/tasks/{id}"), None, T0);
+    let r = app.call("GET", &format!("/tasks/{id}"), None, T0);
     assert_eq!(r.status, 200, "{}", r.body);
     r.json()
 }
 
 /// Runs the worker's tick at `at` with seed 1; its `result`.
 fn tick(app: &App, at: u64) -> Value {
-    let t = at.to_string();
-    let r = app.request(
-        "POST",
-        "/tick/tasks",
-        &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &t), ("x-mneme-seed", "1")],
-        None,
-    );
-    assert_eq!(r.status, 200, "tick: {}", r.body);
-    r.json()["result"].clone()
+    app.tick("tasks", at, 1)
 }
 
 /// The period the seed-1 draw gives.
@@ -68,7 +52,7 @@ fn period() -> u64 {
 }
 
 fn task_events(app: &App) -> Vec<Value> {
-    let a = format!("Bearer {KEY}");
+    let a = format!("Bearer {TEST_KEY}");
     let r = app.request("GET", "/events?wait=0", &[("authorization", &a)], None);
     assert_eq!(r.status, 200, "{}", r.body);
     parse_sse(&r.body).into_iter().filter(|(n, _)| n == "task").map(|(_, v)| v["payload"].clone()).collect()
@@ -94,14 +78,14 @@ fn the_api_rules_based_plans_schedule_priority_and_expiry() {
             (json!({"goal": "Find a laptop", "priority": "high"}), "invalid"),
             (json!({"goal": "Find a laptop", "colour": "red"}), "invalid"),
         ] {
-            call(&app, "POST", "/tasks", Some(body.clone()), T0).assert_error(400, code);
+            app.call("POST", "/tasks", Some(body.clone()), T0).assert_error(400, code);
         }
-        let a = format!("Bearer {KEY}");
+        let a = format!("Bearer {TEST_KEY}");
         app.request("POST", "/tasks", &[("authorization", &a)], Some(b"{not json")).assert_error(400, "invalid-json");
-        call(&app, "GET", "/tasks?status=done", None, T0).assert_error(400, "invalid");
-        call(&app, "GET", "/tasks/pt-nope", None, T0).assert_error(404, "not-found");
-        call(&app, "PUT", "/tasks", None, T0).assert_error(405, "method-not-allowed");
-        assert_eq!(call(&app, "GET", "/tasks", None, T0).json()["tasks"], json!([]));
+        app.call("GET", "/tasks?status=done", None, T0).assert_error(400, "invalid");
+        app.call("GET", "/tasks/pt-nope", None, T0).assert_error(404, "not-found");
+        app.call("PUT", "/tasks", None, T0).assert_error(405, "method-not-allowed");
+        assert_eq!(app.call("GET", "/tasks", None, T0).json()["tasks"], json!([]));
 
         // With no model, the plan is the labelled rules' plan.
         let low = create(&app, "Find a quiet laptop for travel", 5, T0);
@@ -109,7 +93,7 @@ fn the_api_rules_based_plans_schedule_priority_and_expiry() {
         assert_eq!(low["plan_source"], "rules (no model configured)");
         assert_eq!(step_status(&low), ["pending", "pending", "pending"]);
         assert_eq!(low["plan"]["confidence"], Value::Null);
-        call(&app, "POST", "/tasks", Some(json!({"goal": "find a quiet laptop for travel!"})), T0)
+        app.call("POST", "/tasks", Some(json!({"goal": "find a quiet laptop for travel!"})), T0)
             .assert_error(409, "conflict");
         // FIFO within priority: the later, more urgent task runs first.
         let urgent = create(&app, "Plan the garden beds for spring planting", 2, T0 + 1);
@@ -148,22 +132,22 @@ fn the_api_rules_based_plans_schedule_priority_and_expiry() {
         // Cancel, and cancelling twice.
         let third = create(&app, "Compare three running shoes for flat feet", 5, T0);
         let id = third["id"].as_str().unwrap();
-        let r = call(&app, "DELETE", &format!("/tasks/{id}"), None, T0 + 5);
+        let r = app.call("DELETE", &format!("/tasks/{id}"), None, T0 + 5);
         assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("cancelled")), "{}", r.body);
-        call(&app, "DELETE", &format!("/tasks/{id}"), None, T0 + 6).assert_error(409, "conflict");
+        app.call("DELETE", &format!("/tasks/{id}"), None, T0 + 6).assert_error(409, "conflict");
 
         // At most five open tasks.
         for i in 0..5 {
             create(&app, &format!("Open question number {i} about topic{i} details{i}"), 5, T0 + 20);
         }
-        let r = call(&app, "POST", "/tasks", Some(json!({"goal": "One task too many for the worker"})), T0 + 21);
+        let r = app.call("POST", "/tasks", Some(json!({"goal": "One task too many for the worker"})), T0 + 21);
         r.assert_error(409, "conflict");
         // Fourteen days: a task is kept at exactly max_age and expired after.
         let at_limit = tick(&app, T0 + 20 + MAX_AGE_MS as u64);
         assert_eq!(at_limit["expired"], 0, "{at_limit}");
         let past = tick(&app, T0 + 21 + MAX_AGE_MS as u64);
         assert!(past["expired"].as_u64().unwrap() >= 4, "{past}");
-        let listed = call(&app, "GET", "/tasks?status=expired", None, T0).json();
+        let listed = app.call("GET", "/tasks?status=expired", None, T0).json();
         assert!(listed["tasks"].as_array().unwrap().len() >= 4, "{listed}");
         assert!(listed["tasks"].as_array().unwrap().iter().all(|t| t["status"] == "expired"));
     }
@@ -332,7 +316,7 @@ fn a_task_cancelled_mid_cycle_keeps_what_it_had_and_frees_the_worker() {
                 assert!(Instant::now() < deadline, "step 1 never started");
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let r = call(&app, "DELETE", &format!("/tasks/{id}"), None, T0 + 1);
+            let r = app.call("DELETE", &format!("/tasks/{id}"), None, T0 + 1);
             assert_eq!(r.status, 200, "{}", r.body);
             running.join().unwrap()
         });
@@ -344,5 +328,78 @@ fn a_task_cancelled_mid_cycle_keeps_what_it_had_and_frees_the_worker() {
         // The worker is free at its next time, not after the lease.
         let next = tick(&app, T0 + period());
         assert_eq!((next["due"].as_bool(), next["task"].clone()), (Some(true), Value::Null), "{next}");
+    }
+}
+
+/// The `message` event of a `/chat` stream.
+fn chat_message(app: &App, text: &str, at: u64) -> Value {
+    let r = app.call("POST", "/chat", Some(json!({"text": text})), at);
+    assert_eq!(r.status, 200, "{}", r.body);
+    parse_sse(&r.body).into_iter().find(|(n, _)| n == "message").map(|(_, v)| v).expect("a message event")
+}
+
+/// A goal asked for in conversation: the ACT loop's `persistent_task`
+/// skill creates the task with no plan, and the worker's first cycle
+/// decomposes it, by the labelled rules with no model and by the model's
+/// plan with one.
+#[test]
+fn a_task_asked_for_in_chat_is_planned_in_its_first_cycle() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(&manifest(dir.path()), &env(&b, None));
+        // The triage heuristics pick the skill from the wording.
+        let ask = "Please research quiet travel laptops over the next two weeks";
+        let m = chat_message(&app, ask, T0);
+        assert!(m["text"].as_str().unwrap().contains("persistent_task: created task pt-"), "{m}");
+        let listed = app.call("GET", "/tasks", None, T0).json()["tasks"].as_array().unwrap().clone();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let id = listed[0]["id"].as_str().unwrap().to_string();
+        let t = task(&app, &id);
+        assert_eq!((t["goal"].as_str(), t["status"].as_str()), (Some(ask), Some("accepted")), "{t}");
+        assert_eq!((&t["plan"], &t["plan_source"]), (&Value::Null, &Value::Null), "not planned yet: {t}");
+
+        let c = tick(&app, T0 + 1_000);
+        assert_eq!((c["task_id"].as_str(), c["cycle"].as_u64()), (Some(id.as_str()), Some(1)), "{c}");
+        let t = task(&app, &id);
+        assert_eq!(t["plan_source"], "rules (no model configured)", "{t}");
+        assert_eq!(step_status(&t), ["done", "done", "done"], "the rules' plan finishes in its first cycle");
+        assert_eq!(t["status"], "completed");
+        drop(app);
+
+        // With a model: the ACT loop asks for the task (a second identical
+        // request finds it open), and cycle 1 plans it with the model.
+        let model = FakeModel::start(script("On it: I will keep working on that in the background."));
+        model.route(marker::TRIAGE, script(r#"{"mode": "ACT", "skills": ["persistent_task"]}"#));
+        let goal = "Choose a laptop for the whole family";
+        model.route(
+            marker::ACT_PLAN,
+            script(
+                &json!({"actions": [{"type": "persistent_task", "action": "create", "goal": goal, "priority": 2}]})
+                    .to_string(),
+            ),
+        );
+        model.route(PLAN, script(&chain_plan()));
+        model.route(
+            "You are working in the background",
+            script(r#"{"actions": [], "done": true, "result": "step result"}"#),
+        );
+        let b = BackendEnv::new(backend);
+        let app = App::start(&manifest(dir.path()), &env(&b, Some(&model)));
+        let m = chat_message(&app, "Can you look into which family laptop we should get?", T0);
+        assert_eq!(m["text"], "On it: I will keep working on that in the background.", "{m}");
+        let listed = app.call("GET", "/tasks", None, T0).json()["tasks"].as_array().unwrap().clone();
+        assert_eq!(listed.len(), 1, "one task for two identical requests: {listed:?}");
+        let id = listed[0]["id"].as_str().unwrap().to_string();
+        assert_eq!((listed[0]["goal"].as_str(), listed[0]["priority"].as_i64()), (Some(goal), Some(2)));
+        assert!(model.requests_with(PLAN).is_empty(), "no plan before the worker's first cycle");
+
+        let c = tick(&app, T0 + 1_000);
+        assert_eq!((c["task_id"].as_str(), c["cycle"].as_u64()), (Some(id.as_str()), Some(1)), "{c}");
+        assert_eq!(model.requests_with(PLAN).len(), 1);
+        let t = task(&app, &id);
+        assert_eq!(t["plan_source"], "scripted-model", "{t}");
+        assert_eq!(step_status(&t)[..4], ["done", "done", "done", "pending"], "{t}");
+        assert_eq!(t["status"], "in_progress");
     }
 }

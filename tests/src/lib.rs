@@ -316,11 +316,28 @@ impl App {
     /// clock at `at` and the seeded randomness `seed`; the tick's `result`.
     pub fn tick(&self, job: &str, at: u64, seed: u64) -> serde_json::Value {
         let (t, s) = (at.to_string(), seed.to_string());
-        let auth = format!("Bearer {CRON_TOKEN}");
-        let headers = [("authorization", auth.as_str()), ("x-mneme-clock", t.as_str()), ("x-mneme-seed", s.as_str())];
+        let headers = [("authorization", CRON_AUTH), ("x-mneme-clock", t.as_str()), ("x-mneme-seed", s.as_str())];
         let r = self.request("POST", &format!("/tick/{job}"), &headers, None);
         assert_eq!(r.status, 200, "tick {job}: {}", r.body);
         r.json()["result"].clone()
+    }
+
+    /// Drains the knowledge queue (`POST /tick/knowledge`, on the wall
+    /// clock) until job `job` is done or failed; the job's report.
+    pub fn knowledge_job(&self, job: &str) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = self.request("POST", "/tick/knowledge", &[("authorization", CRON_AUTH)], None);
+            assert_eq!(r.status, 200, "tick: {}", r.body);
+            let r = self.call_as(TEST_KEY, "GET", &format!("/knowledge/jobs/{job}"), None, None);
+            assert_eq!(r.status, 200, "{}", r.body);
+            let j = r.json();
+            if j["status"] == "done" || j["status"] == "failed" {
+                return j;
+            }
+            assert!(Instant::now() < deadline, "job {job} did not finish: {j}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// The rows of one table of `GET /privacy/export` at `at`, as exported.
@@ -433,8 +450,15 @@ pub fn without_crons(dir: &Path, jobs: &[&str]) -> String {
 
 /// The API key the tests' apps run with.
 pub const TEST_KEY: &str = "test-api-key";
+macro_rules! cron_token {
+    () => {
+        "test-cron"
+    };
+}
 /// The cron token of [`test_env`] apps.
-pub const CRON_TOKEN: &str = "test-cron";
+pub const CRON_TOKEN: &str = cron_token!();
+/// The `authorization` header of the cron's requests.
+pub const CRON_AUTH: &str = concat!("Bearer ", cron_token!());
 
 /// The environment of an app under test: the backend's variables, the API
 /// key, the cron token [`CRON_TOKEN`], the test clock on, and the scripted

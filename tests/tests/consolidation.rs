@@ -314,7 +314,7 @@ fn the_model_consolidates_with_retries_and_a_crash_mid_job_loses_nothing() {
             let url = app.url.clone();
             s.spawn(move || {
                 let _ = ureq::post(&format!("{url}/tick/consolidate"))
-                    .header("authorization", "Bearer test-cron")
+                    .header("authorization", mneme_e2e::CRON_AUTH)
                     .header("x-mneme-clock", &crash_at.to_string())
                     .send_empty();
             });

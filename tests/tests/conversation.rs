@@ -127,7 +127,7 @@ fn every_endpoint_but_health_needs_the_api_key() {
     // With no key configured, the API is closed, not open.
     let b2 = BackendEnv::new(Backend::Embedded);
     let mut vars = b2.vars.clone();
-    vars.push(("SPIN_VARIABLE_CRON_TOKEN".into(), "test-cron".into()));
+    vars.push(("SPIN_VARIABLE_CRON_TOKEN".into(), mneme_e2e::CRON_TOKEN.into()));
     let closed = App::start("spin.toml", &vars);
     closed
         .request("POST", "/chat", &[("authorization", "Bearer anything")], Some(b"{}"))
@@ -391,7 +391,7 @@ fn reminders_fire_as_events_that_replay_after_last_event_id() {
             let r = app.request(
                 "POST",
                 "/tick/reminders",
-                &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &at.to_string())],
+                &[("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", &at.to_string())],
                 None,
             );
             assert_eq!(r.status, 200, "{}", r.body);
@@ -439,7 +439,7 @@ fn a_live_events_stream_delivers_an_event_published_while_connected() {
         let r = app.request(
             "POST",
             "/tick/reminders",
-            &[("authorization", "Bearer test-cron"), ("x-mneme-clock", &(t0 + 60_000).to_string())],
+            &[("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", &(t0 + 60_000).to_string())],
             None,
         );
         assert_eq!(r.status, 200, "{}", r.body);

@@ -10,7 +10,7 @@ use mneme_background::Draws;
 use mneme_background::cycle::RULES_LABEL;
 use mneme_background::drift::{SeedKind, next_run, pick, seed_kind};
 use mneme_e2e::fake_model::{FakeModel, Script, marker};
-use mneme_e2e::{App, BACKENDS, BackendEnv, CRON_TOKEN, test_env, without_crons};
+use mneme_e2e::{App, BACKENDS, BackendEnv, CRON_AUTH, test_env, without_crons};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -391,7 +391,7 @@ fn a_crashed_cycle_drifts_once_and_its_gist_reaches_the_next_conversation() {
             let url = app.url.clone();
             s.spawn(move || {
                 let _ = ureq::post(&format!("{url}/tick/drift"))
-                    .header("authorization", format!("Bearer {CRON_TOKEN}"))
+                    .header("authorization", CRON_AUTH)
                     .header("x-mneme-clock", &crashed.to_string())
                     .header("x-mneme-seed", &cello.to_string())
                     .send_empty();
@@ -423,12 +423,15 @@ fn a_crashed_cycle_drifts_once_and_its_gist_reaches_the_next_conversation() {
             assert_eq!(found.len(), 1, "one answer for {text:?}: {found:?}");
             found[0].clone()
         };
-        let soon = "How is my morning cello practice coming along?";
-        chat(&app, soon, d + 10 * MIN);
-        assert!(generation(soon).contains(&gist), "the drift gist is in the context: {}", generation(soon));
-        let later = "Any thoughts on my cello posture this week?";
-        // Reading a gist renews its 30 minutes; unread for 31, it is gone.
-        chat(&app, later, d + 41 * MIN);
-        assert!(!generation(later).contains(&gist), "expired 30 minutes after its last read: {}", generation(later));
+        // Reading a gist renews its 30 minutes: read at +25, it is still
+        // there at +50; unread for 31 minutes, it is gone.
+        for (text, at, there) in [
+            ("How is my morning cello practice coming along?", 25, true),
+            ("Any thoughts on my cello posture this week?", 50, true),
+            ("Should Ana see my cello bow hold next time?", 81, false),
+        ] {
+            chat(&app, text, d + at * MIN);
+            assert_eq!(generation(text).contains(&gist), there, "+{at} min: {}", generation(text));
+        }
     }
 }

@@ -4,8 +4,6 @@
 //! patterns engine, merge and promotion, supersede, sequential ids under
 //! concurrency, ranked retrieval, the vault search and the markdown mirror.
 
-use std::time::{Duration, Instant};
-
 use mneme_e2e::fake_model::{FakeModel, Script};
 use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, TEST_KEY, test_env};
 use serde_json::{Value, json};
@@ -53,23 +51,14 @@ fn ingest(app: &App, text: &str, date: &str) -> String {
 
 /// Runs the knowledge tick (the cron may have taken the job already).
 fn tick(app: &App) -> Value {
-    let r = app.request("POST", "/tick/knowledge", &[("authorization", "Bearer test-cron")], None);
+    let r = app.request("POST", "/tick/knowledge", &[("authorization", mneme_e2e::CRON_AUTH)], None);
     assert_eq!(r.status, 200, "tick: {}", r.body);
     r.json()
 }
 
 /// Drains until the job has finished; returns its report.
 fn finish(app: &App, job: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        tick(app);
-        let j = get(app, &format!("/knowledge/jobs/{job}"));
-        if j["status"] == "done" || j["status"] == "failed" {
-            return j;
-        }
-        assert!(Instant::now() < deadline, "job {job} did not finish: {j}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    app.knowledge_job(job)
 }
 
 fn candidates(list: Value) -> Script {

@@ -235,7 +235,7 @@ fn model_plans_cycles_surfacing_and_a_crash_mid_cycle() {
             let url = app.url.clone();
             s.spawn(move || {
                 let _ = ureq::post(&format!("{url}/tick/tasks"))
-                    .header("authorization", "Bearer test-cron")
+                    .header("authorization", mneme_e2e::CRON_AUTH)
                     .header("x-mneme-clock", &at2.to_string())
                     .header("x-mneme-seed", "1")
                     .send_empty();
@@ -389,6 +389,7 @@ fn a_task_asked_for_in_chat_is_planned_in_its_first_cycle() {
         let m = chat_message(&app, "Can you look into which family laptop we should get?", T0);
         assert_eq!(m["text"], "On it: I will keep working on that in the background.", "{m}");
         let listed = app.call("GET", "/tasks", None, T0).json()["tasks"].as_array().unwrap().clone();
+        assert!(model.requests_with(marker::ACT_PLAN).len() >= 2, "the loop asked for the task more than once");
         assert_eq!(listed.len(), 1, "one task for two identical requests: {listed:?}");
         let id = listed[0]["id"].as_str().unwrap().to_string();
         assert_eq!((listed[0]["goal"].as_str(), listed[0]["priority"].as_i64()), (Some(goal), Some(2)));

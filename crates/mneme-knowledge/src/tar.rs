@@ -1,4 +1,5 @@
-//! A POSIX ustar archive writer, enough for a vault of markdown files.
+//! A POSIX ustar archive writer and reader, enough for a vault of markdown
+//! files.
 
 /// One file of the archive.
 pub struct File<'a> {
@@ -19,7 +20,11 @@ fn split_path(path: &str) -> Option<(&str, &str)> {
     if path.len() <= 100 {
         return Some(("", path));
     }
-    let cut = path[..path.len().min(156)].rfind('/')?;
+    let mut end = path.len().min(156);
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = path[..end].rfind('/')?;
     let (prefix, name) = (&path[..cut], &path[cut + 1..]);
     (name.len() <= 100 && !name.is_empty()).then_some((prefix, name))
 }
@@ -53,6 +58,55 @@ pub fn archive(files: &[File]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// A header field up to its first NUL.
+fn field(h: &[u8]) -> &[u8] {
+    h.iter().position(|&b| b == 0).map_or(h, |n| &h[..n])
+}
+
+fn parse_octal(h: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(field(h)).ok()?.trim();
+    if s.is_empty() { Some(0) } else { u64::from_str_radix(s, 8).ok() }
+}
+
+/// The regular files of a ustar archive as `(path, contents)`, in order.
+/// `Err` says what is malformed: a bad checksum or size, a truncated
+/// entry, a path that is not UTF-8, or a GNU or pax extension (long names,
+/// extended headers), which this reader does not take. Directories and
+/// links are skipped.
+pub fn entries(archive: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 512 <= archive.len() {
+        let h = &archive[at..at + 512];
+        if h.iter().all(|&b| b == 0) {
+            return Ok(out);
+        }
+        let stored = parse_octal(&h[148..156]).ok_or("a header's checksum is not octal")?;
+        let sum: u64 =
+            h.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u64::from(b) }).sum();
+        if stored != sum {
+            return Err(format!("the header at byte {at} fails its checksum"));
+        }
+        let size = parse_octal(&h[124..136]).ok_or("a header's size is not octal")? as usize;
+        if matches!(h[156], b'L' | b'K' | b'x' | b'g') {
+            return Err(format!("the entry at byte {at} is a GNU or pax extension header"));
+        }
+        let name = std::str::from_utf8(field(&h[..100])).map_err(|_| "a path is not UTF-8")?;
+        // Only ustar keeps a path prefix there.
+        let ustar = &h[257..263] == b"ustar\0";
+        let prefix =
+            if ustar { std::str::from_utf8(field(&h[345..500])).map_err(|_| "a path is not UTF-8")? } else { "" };
+        let path = if prefix.is_empty() { name.to_string() } else { format!("{prefix}/{name}") };
+        let start = at + 512;
+        let end = start.checked_add(size).filter(|&e| e <= archive.len()).ok_or("the archive is truncated")?;
+        if matches!(h[156], b'0' | 0) {
+            out.push((path, archive[start..end].to_vec()));
+        }
+        at = start + size.div_ceil(512) * 512;
+    }
+    if at == archive.len() { Ok(out) } else { Err("the archive is truncated".into()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +129,46 @@ mod tests {
         assert_eq!(std::str::from_utf8(&a[148..154]).unwrap(), format!("{sum:06o}"));
         assert_eq!(&a[512..517], b"hello");
         assert!(a[a.len() - 1024..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn entries_read_back_what_archive_wrote() {
+        let long = format!("{}/{}", "d".repeat(120), "f.md");
+        let big = vec![b'y'; 1500];
+        let files = [
+            File { path: "Knowledge/KE-0001.md", contents: b"hello", mtime_secs: 1 },
+            File { path: &long, contents: &big, mtime_secs: 2 },
+            File { path: "empty.md", contents: b"", mtime_secs: 3 },
+        ];
+        let a = archive(&files).unwrap();
+        let back = entries(&a).unwrap();
+        let want: Vec<(String, Vec<u8>)> = files.iter().map(|f| (f.path.to_string(), f.contents.to_vec())).collect();
+        assert_eq!(back, want);
+        assert_eq!(entries(&[]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn entries_refuse_a_damaged_archive() {
+        let a = archive(&[File { path: "a.md", contents: &[b'x'; 700], mtime_secs: 1 }]).unwrap();
+        let mut bad = a.clone();
+        bad[0] = b'b';
+        assert!(entries(&bad).unwrap_err().contains("checksum"));
+        assert_eq!(entries(&a[..900]).unwrap_err(), "the archive is truncated");
+        assert_eq!(entries(&a[..100]).unwrap_err(), "the archive is truncated");
+        let mut pax = a.clone();
+        pax[156] = b'x';
+        let sum: u32 =
+            pax[..512].iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u32::from(b) }).sum();
+        pax[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        assert!(entries(&pax).unwrap_err().contains("extension header"));
+    }
+
+    #[test]
+    fn a_long_path_is_cut_on_a_character_boundary() {
+        // Byte 156 falls inside the `é`.
+        let long = format!("{}/{}é/f.md", "a".repeat(100), "d".repeat(54));
+        let a = archive(&[File { path: &long, contents: b"x", mtime_secs: 0 }]).unwrap();
+        assert_eq!(entries(&a).unwrap(), vec![(long, b"x".to_vec())]);
     }
 
     #[test]

@@ -1152,13 +1152,30 @@ pub async fn snooze(r: Snooze) -> Result<J> {
     .await
 }
 
-/// `{}` → `{files}`: every artifact, for the vault archive.
+/// `{}` → `{files}`: every artifact, for the vault archive. A rec
+/// artifact of this database's store shows its rec's status as it is now:
+/// the reconciler's patch, applied on read (D-CL1); the stored artifact
+/// still changes at the door's next run.
 pub async fn vault(_: J) -> Result<J> {
     let stores = Stores::open().await?;
-    let rows = stores.sql.query("SELECT path, markdown, updated_ms FROM rx_artifacts ORDER BY path", &[]).await?;
+    let rows = stores
+        .sql
+        .query(
+            "SELECT a.path, a.markdown, a.status, a.updated_ms, r.status AS rec_status, r.updated_ms AS rec_updated_ms
+             FROM rx_artifacts a LEFT JOIN rx_recs r ON a.kind = 'rec' AND r.id = a.rec_id ORDER BY a.path",
+            &[],
+        )
+        .await?;
     let files = rows
         .iter()
-        .map(|r| Ok(json!({"path": r.text("path")?, "content": r.text("markdown")?, "mtime_secs": r.i64("updated_ms")? / 1000})))
+        .map(|r| {
+            let (mut md, mut updated, shown) = (r.text("markdown")?, r.i64("updated_ms")?, r.text("status")?);
+            if let Some(now) = r.opt_text("rec_status")?.filter(|s| *s != shown) {
+                md = artifact::patch_frontmatter(&md, "status", &json!(now));
+                updated = updated.max(r.i64("rec_updated_ms")?);
+            }
+            Ok(json!({"path": r.text("path")?, "content": md, "mtime_secs": updated / 1000}))
+        })
         .collect::<std::result::Result<Vec<_>, StoreError>>()?;
     Ok(json!({"files": files}))
 }

@@ -2,7 +2,8 @@
 //!
 //! `mneme up` takes `spin up`'s flags and serves the same components with
 //! Spin's host interfaces and semantics; `mneme build` runs each
-//! component's build command as `spin build` does.
+//! component's build command as `spin build` does; `mneme vault pull|push`
+//! syncs the vault with a running app (see `vault.rs`).
 
 mod app;
 mod compose;
@@ -14,6 +15,7 @@ mod routes;
 mod runtime_config;
 mod server;
 mod variables;
+mod vault;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,6 +44,30 @@ enum Command {
         #[arg(short = 'f', long = "from", default_value = "spin.toml")]
         from: PathBuf,
     },
+    /// Sync the vault (knowledge entries and rx artifacts) with a local
+    /// folder that opens as an Obsidian vault. The API key comes from
+    /// `MNEME_API_KEY`.
+    #[command(subcommand)]
+    Vault(VaultCommand),
+}
+
+#[derive(Subcommand)]
+enum VaultCommand {
+    /// Write the store's vault into DIR; unchanged files are untouched and
+    /// files changed here since the last pull are kept.
+    Pull(VaultArgs),
+    /// Send the rec status changes made in DIR's frontmatter through the
+    /// API, then pull: everything else is as the store says.
+    Push(VaultArgs),
+}
+
+#[derive(clap::Args)]
+struct VaultArgs {
+    /// The vault folder.
+    dir: PathBuf,
+    /// The app's address (default: `MNEME_URL`, else http://127.0.0.1:3000).
+    #[arg(long)]
+    url: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -74,6 +100,19 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Up(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(up(args)),
         Command::Build { from } => build(&from),
+        Command::Vault(VaultCommand::Pull(a)) => {
+            let report = vault::pull(&vault::Remote::from_env(a.url)?, &a.dir, &Default::default())?;
+            vault::print_pull(&report);
+            Ok(())
+        }
+        Command::Vault(VaultCommand::Push(a)) => {
+            let report = vault::push(&vault::Remote::from_env(a.url)?, &a.dir)?;
+            vault::print_push(&report);
+            if !report.failed.is_empty() {
+                bail!("{} change(s) were not sent; the files keep them", report.failed.len());
+            }
+            Ok(())
+        }
     }
 }
 

@@ -26,11 +26,28 @@ impl Default for Script {
     }
 }
 
+impl Script {
+    /// Answers with `reply` as JSON text.
+    pub fn json(reply: serde_json::Value) -> Script {
+        Script { reply: reply.to_string(), ..Script::default() }
+    }
+}
+
+/// A triage answer choosing `mode` with no tools or skills.
+pub fn triage_answer(mode: &str) -> Script {
+    Script::json(serde_json::json!({"branch": mode.to_lowercase(), "mode": mode, "tools": [], "skills": [],
+        "confidence_internal": 0.8, "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"}))
+}
+
 /// Markers of the app's model calls, found in their request bodies.
 pub mod marker {
     pub const TRIAGE: &str = "You triage one message";
     pub const TIEBREAK: &str = "Two response modes";
     pub const ACT_PLAN: &str = "Mode: ACT.";
+    /// Memory consolidation's three prompts.
+    pub const CHUNKER: &str = "You read one exchange between the principal";
+    pub const EPISODE: &str = "You turn a stretch of conversation";
+    pub const SEMANTIC: &str = "You read episodes from the principal";
 }
 
 type Routes = Arc<Mutex<Vec<(String, Script)>>>;

@@ -7,6 +7,7 @@
 //! starts it; nothing is skipped.
 
 pub mod bench;
+pub mod cello;
 pub mod fake_model;
 pub mod json_server;
 pub mod wire;

@@ -8,16 +8,14 @@
 use std::time::{Duration, Instant};
 
 use mneme_background::cycle::RULES_LABEL;
-use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::cello::{self, PERSONAL, PLAIN};
+use mneme_e2e::fake_model::marker::{CHUNKER, EPISODE, SEMANTIC};
+use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
 use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
 use serde_json::{Value, json};
 
 const T0: u64 = 1_800_000_000_000;
 const MIN: u64 = 60_000;
-/// Markers of the three consolidation prompts.
-const CHUNKER: &str = "You read one exchange between the principal";
-const EPISODE: &str = "You turn a stretch of conversation";
-const SEMANTIC: &str = "You read episodes from the principal";
 /// The job lease of `components/tick/src/consolidate.rs`.
 const LEASE_MS: u64 = 120_000;
 
@@ -64,23 +62,6 @@ fn gists(app: &App, at: u64) -> Vec<Value> {
         .map(|m| m.values().flat_map(|v| v.as_array().unwrap().clone()).collect())
         .unwrap_or_default()
 }
-
-/// Five plain exchanges (a low-salience episode), then five personal ones
-/// (a high-salience one, which queues semantic consolidation).
-const PLAIN: [&str; 5] = [
-    "The cello has four strings tuned in perfect fifths",
-    "Cello bows are usually strung with horsehair",
-    "The cello repertoire includes the Bach suites",
-    "A cello endpin rests on the floor",
-    "Cello rosin comes in light and dark kinds",
-];
-const PERSONAL: [&str; 5] = [
-    "I decided to learn the cello and I am so excited",
-    "I will practise the cello every morning before work",
-    "I am a bit worried about my cello posture",
-    "My cello teacher is Ana Moreira",
-    "Which cello bow should I buy first?",
-];
 
 fn converse(app: &App, texts: &[&str], from: u64) {
     for (i, t) in texts.iter().enumerate() {
@@ -198,27 +179,16 @@ fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
 }
 
 fn script(reply: Value) -> Script {
-    Script { reply: reply.to_string(), ..Default::default() }
+    Script::json(reply)
 }
 
 fn episode_answer(novelty: u8, emotional: u8) -> Script {
-    script(json!({
-        "intent": {"type": "learning", "direction": "learn the cello"},
-        "context": {"situational": "evening", "conversational": "planning", "constraints": []},
-        "action": "planned practice", "emotion": {"type": "joy", "valence": 0.6, "intensity": 0.5, "arc": "rising"},
-        "outcome": "a practice plan", "gist": "The principal planned cello practice with Ana.",
-        "salience_factors": {"novelty": novelty, "emotional": emotional, "commitment": 0, "unresolved": false},
-        "open_loops": ["choose a bow"]
-    }))
+    cello::episode_answer(novelty, emotional, &["choose a bow"])
 }
 
 fn model_app(b: &BackendEnv, dir: &std::path::Path) -> (FakeModel, App, Vec<(String, String)>, String) {
     let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
-    model.route(
-        marker::TRIAGE,
-        script(json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
-                      "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
-    );
+    model.route(marker::TRIAGE, triage_answer("RESPOND"));
     model.route(
         CHUNKER,
         script(json!({"gists": [{"type": "commitment", "content": "The principal practises cello every morning.", "confidence": 8},

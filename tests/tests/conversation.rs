@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
 use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, TEST_KEY, parse_sse, test_env};
 use serde_json::{Value, json};
 
@@ -67,16 +67,6 @@ fn get(app: &App, path: &str) -> Value {
 
 fn table(app: &App, name: &str) -> Vec<Value> {
     get(app, "/privacy/export")["tables"][name].as_array().cloned().unwrap_or_default()
-}
-
-fn triage_answer(mode: &str) -> Script {
-    Script {
-        reply:
-            json!({"branch": mode.to_lowercase(), "mode": mode, "tools": [], "skills": [], "confidence_internal": 0.8,
-                      "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})
-            .to_string(),
-        ..Default::default()
-    }
 }
 
 #[test]

@@ -9,7 +9,9 @@
 use mneme_background::Draws;
 use mneme_background::cycle::RULES_LABEL;
 use mneme_background::drift::{SeedKind, next_run, pick, seed_kind};
-use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::cello::{self, PERSONAL, PLAIN};
+use mneme_e2e::fake_model::marker::{CHUNKER, EPISODE, SEMANTIC};
+use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
 use mneme_e2e::{App, BACKENDS, BackendEnv, CRON_AUTH, test_env, without_crons};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -18,9 +20,6 @@ use std::time::{Duration, Instant};
 const T0: u64 = 1_800_000_000_000;
 const MIN: u64 = 60_000;
 const H: u64 = 60 * MIN;
-const EPISODE: &str = "You turn a stretch of conversation";
-const SEMANTIC: &str = "You read episodes from the principal";
-const CHUNKER: &str = "You read one exchange between the principal";
 const THOUGHT: &str = "You are between conversations";
 /// The drift engine's claim lease of `components/tick/src/drift.rs`.
 const LEASE_MS: u64 = 120_000;
@@ -38,38 +37,16 @@ fn chat(app: &App, text: &str, at: u64) {
 }
 
 fn script(reply: Value) -> Script {
-    Script { reply: reply.to_string(), ..Default::default() }
+    Script::json(reply)
 }
 
 fn episode_answer(novelty: u8, emotional: u8) -> Script {
-    script(json!({
-        "intent": {"type": "learning", "direction": "learn the cello"},
-        "context": {"situational": "evening", "conversational": "planning", "constraints": []},
-        "action": "planned practice", "emotion": {"type": "joy", "valence": 0.6, "intensity": 0.5, "arc": "rising"},
-        "outcome": "a practice plan", "gist": "The principal planned cello practice with Ana.",
-        "salience_factors": {"novelty": novelty, "emotional": emotional, "commitment": 0, "unresolved": false},
-        "open_loops": []
-    }))
+    cello::episode_answer(novelty, emotional, &[])
 }
 
 fn thought(kind: &str, content: &str) -> Script {
     script(json!({"type": kind, "content": content}))
 }
-
-const PLAIN: [&str; 5] = [
-    "The cello has four strings tuned in perfect fifths",
-    "Cello bows are usually strung with horsehair",
-    "The cello repertoire includes the Bach suites",
-    "A cello endpin rests on the floor",
-    "Cello rosin comes in light and dark kinds",
-];
-const PERSONAL: [&str; 5] = [
-    "I decided to learn the cello and I am so excited",
-    "I will practise the cello every morning before work",
-    "I am a bit worried about my cello posture",
-    "My cello teacher is Ana Moreira",
-    "Which cello bow should I buy first?",
-];
 
 /// Three pairs of concepts: one pair joined at 0.8 (its drift reaches
 /// 0.7 × 0.8 = 0.56), two at 1.0 (0.7).
@@ -91,11 +68,7 @@ fn semantic_answer() -> Script {
 /// semantic consolidation with the three pairs; no crons of the engines.
 fn model_app(b: &BackendEnv, dir: &std::path::Path, salience: u8) -> (FakeModel, App, String, Vec<(String, String)>) {
     let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
-    model.route(
-        marker::TRIAGE,
-        script(json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
-                      "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
-    );
+    model.route(marker::TRIAGE, triage_answer("RESPOND"));
     model.route(CHUNKER, script(json!({"gists": [], "facts": []})));
     model.route(EPISODE, episode_answer(salience, salience));
     model.route(SEMANTIC, semantic_answer());

@@ -6,7 +6,7 @@
 //! regulator acting on a dominant disagreement dimension.
 
 use mneme_background::regulator::judge;
-use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
 use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
 use serde_json::{Value, json};
 
@@ -125,27 +125,19 @@ fn reflection_reviews_batches_and_the_regulator_acts_on_their_dimension() {
         let b = BackendEnv::new(backend);
         let dir = tempfile::tempdir().unwrap();
         let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
-        model.route(
-            marker::TRIAGE,
-            Script {
-                reply: json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
-                              "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})
-                .to_string(),
-                ..Default::default()
-            },
-        );
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
         model.route(REFLECTION, reflection(false, 0.9));
         // Consolidation's answers, so its queues drain.
-        let answer = |v: Value| Script { reply: v.to_string(), ..Default::default() };
-        model.route("You read one exchange between the principal", answer(json!({"gists": [], "facts": []})));
+        let answer = Script::json;
+        model.route(marker::CHUNKER, answer(json!({"gists": [], "facts": []})));
         model.route(
-            "You turn a stretch of conversation",
+            marker::EPISODE,
             answer(json!({"intent": {"type": "learning", "direction": "history"}, "context": {}, "action": "read",
                           "emotion": {"type": "calm"}, "outcome": "notes", "gist": "The principal read about instruments.",
                           "salience_factors": {"novelty": 1, "emotional": 0, "commitment": 0, "unresolved": false},
                           "open_loops": []})),
         );
-        model.route("You read episodes from the principal", answer(json!({"concepts": [], "relationships": []})));
+        model.route(marker::SEMANTIC, answer(json!({"concepts": [], "relationships": []})));
         let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, Some(&model)));
         converse(&app, 12, T0);
         let n = table(&app, "routing_decisions", T0 + H).len();

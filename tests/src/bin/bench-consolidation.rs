@@ -17,7 +17,7 @@
 use std::time::Instant;
 
 use mneme_e2e::bench::{arg, backend, percentile};
-use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
 use mneme_e2e::{App, BackendEnv, edited_manifest};
 use serde_json::{Value, json};
 
@@ -34,7 +34,7 @@ fn call(app: &App, method: &str, path: &str, body: Option<&Value>, clock: u64) -
 }
 
 fn script(v: Value) -> Script {
-    Script { reply: v.to_string(), ..Default::default() }
+    Script::json(v)
 }
 
 fn main() {
@@ -44,24 +44,20 @@ fn main() {
     let rules = arg("--model").as_deref() == Some("rules");
     let b = BackendEnv::new(backend);
     let model = FakeModel::start(Script { reply: "Noted, that sounds like a good plan.".into(), ..Default::default() });
+    model.route(marker::TRIAGE, triage_answer("RESPOND"));
     model.route(
-        marker::TRIAGE,
-        script(json!({"branch": "respond", "mode": "RESPOND", "tools": [], "skills": [], "confidence_internal": 0.8,
-                      "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "bench"})),
-    );
-    model.route(
-        "You read one exchange between the principal",
+        marker::CHUNKER,
         script(json!({"gists": [{"type": "intent", "content": "The principal wants to keep a steady training plan.", "confidence": 8}],
                       "facts": [{"key": "training_days", "value": "three a week", "confidence": 8}]})),
     );
     model.route(
-        "You turn a stretch of conversation",
+        marker::EPISODE,
         script(json!({"intent": {"type": "planning", "direction": "plan training"}, "action": "planned",
                       "emotion": {"type": "neutral"}, "outcome": "a plan", "gist": "The principal planned a training week.",
                       "salience_factors": {"novelty": 1, "emotional": 1, "commitment": 2, "unresolved": false}, "open_loops": []})),
     );
     model.route(
-        "You read episodes from the principal",
+        marker::SEMANTIC,
         script(json!({"concepts": [{"name": "training", "type": "idea", "definition": "Exercise plan.", "domain": "health", "abstraction_level": 2},
                                    {"name": "rest days", "type": "idea", "definition": "Recovery.", "domain": "health", "abstraction_level": 2}],
                       "relationships": [{"source": "rest days", "target": "training", "type": "supports", "strength": 0.7}]})),

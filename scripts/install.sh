@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what Mneme needs and is missing. Safe to run again: every step
-# checks first. Needs a Rust toolchain (rustup) and python3 with pip.
+# Installs what Mneme needs and is missing; with --test, also what the tests
+# need. Safe to run again: every step checks first. Needs a Rust toolchain
+# (rustup) and python3 with pip.
 source "$(dirname "$0")/lib.sh"
 
 command -v cargo >/dev/null || die "cargo not found: install Rust with rustup first"
@@ -27,4 +28,32 @@ if [ "$(sha256sum "$MODEL/model.safetensors" 2>/dev/null | cut -d' ' -f1)" != "$
   done
   [ "$(sha256sum "$MODEL/model.safetensors" | cut -d' ' -f1)" = "$WEIGHTS_SHA256" ] \
     || die "model.safetensors does not have the expected sha256"
+fi
+
+# What only the tests need (`install.sh --test`, which scripts/test.sh runs).
+[ "${1:-}" = "--test" ] || exit 0
+
+# The web app's browser tests: Debian's Chromium, driven by playwright-core
+# from npm (Playwright's own browser download cannot work here).
+if [ ! -x /usr/bin/chromium ]; then
+  say "installing Chromium (Debian packages chromium, chromium-driver)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -q chromium chromium-driver >/dev/null \
+    || { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium chromium-driver >/dev/null; } \
+    || die "could not install Chromium; run: apt-get install chromium chromium-driver"
+fi
+command -v npm >/dev/null || die "npm is needed for the browser tests: apt-get install nodejs npm"
+if ! cmp -s web/package-lock.json web/node_modules/.package-lock.json 2>/dev/null; then
+  say "installing playwright-core (npm ci in web/)"
+  (cd web && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# schemathesis, which checks the running app against openapi.yaml, in its
+# own virtual environment.
+SCHEMATHESIS=4.32.5
+if [ "$("$TOOLS_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" != "$SCHEMATHESIS" ]; then
+  say "installing schemathesis $SCHEMATHESIS into $TOOLS_VENV"
+  python3 -m venv "$TOOLS_VENV"
+  "$TOOLS_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS"
 fi

@@ -19,12 +19,13 @@ mod clock;
 mod events;
 mod knowledge;
 mod rx;
+mod session;
 mod tasks;
 
 use mneme::memory::memory;
 use mneme::store::store;
 use mneme::types::types::StageError;
-use mneme_http::{ApiError, json, parse_json_body, require_bearer};
+use mneme_http::{ApiError, json, parse_json_body};
 use serde_json::{Value, json};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
@@ -79,7 +80,11 @@ async fn handle(req: Request) -> Reply {
         return rx::ingest(req).await;
     }
     let key = spin_sdk::variables::get("api_key").await.ok();
-    if let Err(e) = require_bearer(req.headers(), key.as_deref(), "api_key") {
+    let now_s = clock::now_ms(req.headers()).await / 1000;
+    if path == "/session" {
+        return session::route(req, &method, key.as_deref(), now_s).await;
+    }
+    if let Err(e) = mneme_http::session::authenticate(req.headers(), &method, key.as_deref(), now_s) {
         return err(e);
     }
     let query = query_map(req.uri().query().unwrap_or(""));

@@ -6,6 +6,7 @@
 //! up. Everything here is pure and works on `http` crate types, so it is
 //! tested natively and shared by every entry component.
 
+pub mod session;
 pub mod sse;
 
 use http::{HeaderMap, Response, StatusCode, header};
@@ -29,19 +30,27 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: String,
     pub message: String,
+    /// The `Allow` header of a 405.
+    pub allow: Option<String>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { status, code: code.into(), message: message.into() }
+        Self { status, code: code.into(), message: message.into(), allow: None }
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not-found", message)
     }
 
+    /// A 405 whose `Allow` header lists the methods named in `allowed`.
     pub fn method_not_allowed(allowed: &str) -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", format!("use {allowed}"))
+        const METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"];
+        let methods: Vec<&str> =
+            allowed.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| METHODS.contains(w)).collect();
+        let mut e = Self::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", format!("use {allowed}"));
+        e.allow = Some(methods.join(", "));
+        e
     }
 
     /// Maps a stage failure (its `code` slug) to the status the caller sees.
@@ -62,7 +71,11 @@ impl ApiError {
         let body =
             serde_json::to_string(&ErrorBody { error: ErrorDetail { code: &self.code, message: &self.message } })
                 .expect("error body serialises");
-        json_body(self.status, body)
+        let mut r = json_body(self.status, body);
+        if let Some(allow) = self.allow.as_deref().and_then(|a| http::HeaderValue::from_str(a).ok()) {
+            r.headers_mut().insert(header::ALLOW, allow);
+        }
+        r
     }
 }
 
@@ -247,6 +260,18 @@ mod tests {
             });
             assert_eq!(got.as_deref(), *want, "body {:?}", String::from_utf8_lossy(body));
         }
+    }
+
+    #[test]
+    fn a_405_names_the_allowed_methods() {
+        let r = ApiError::method_not_allowed("GET (POST takes the X-RX-Ingest-Token)").into_response();
+        assert_eq!(r.status(), 405);
+        assert_eq!(r.headers()[header::ALLOW], "GET, POST");
+        assert_eq!(
+            ApiError::method_not_allowed("GET, POST or DELETE").into_response().headers()[header::ALLOW],
+            "GET, POST, DELETE"
+        );
+        assert!(ApiError::not_found("x").into_response().headers().get(header::ALLOW).is_none());
     }
 
     #[test]

@@ -1,0 +1,75 @@
+//! `/session`: the web app's sign-in (D-CL2). `POST` trades the API key,
+//! sent in a JSON body (never in a URL), for a session cookie; `GET` says
+//! whether the request is signed in; `DELETE` ends the session.
+
+use mneme_http::session::{self, Principal};
+use mneme_http::{ApiError, constant_time_eq, json, parse_json_body};
+use serde_json::json;
+use spin_sdk::http::body::IncomingBodyExt;
+use spin_sdk::http::{Method, Request, StatusCode};
+
+use crate::{Reply, err, reply};
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignIn {
+    api_key: String,
+}
+
+/// The session cookie gets `Secure` when the app is reached over HTTPS.
+fn secure(req: &Request) -> bool {
+    req.headers().get("spin-full-url").and_then(|v| v.to_str().ok()).is_some_and(|u| u.starts_with("https://"))
+}
+
+fn no_content(cookie: String) -> Reply {
+    reply(
+        spin_sdk::http::Response::builder()
+            .status(204)
+            .header("set-cookie", cookie)
+            .header("cache-control", "no-store")
+            .body(String::new())
+            .expect("static parts"),
+    )
+}
+
+pub async fn route(req: Request, method: &Method, key: Option<&str>, now_s: u64) -> Reply {
+    match *method {
+        Method::GET => match session::authenticate(req.headers(), method, key, now_s) {
+            Ok(Principal::Session(expiry)) => {
+                reply(json(StatusCode::OK, &json!({"signed_in": true, "expires_at": expiry})))
+            }
+            Ok(Principal::Bearer) => reply(json(StatusCode::OK, &json!({"signed_in": true, "expires_at": null}))),
+            Err(e) => err(e),
+        },
+        Method::DELETE => no_content(session::clear_cookie(secure(&req))),
+        Method::POST => {
+            let Some(expected) = key.filter(|k| !k.trim().is_empty()) else {
+                return err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not-configured",
+                    "the Spin variable `api_key` is not set, so no one can sign in",
+                ));
+            };
+            let secure = secure(&req);
+            let body = match req.into_body().bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    return err(ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid-body",
+                        format!("the body could not be read: {e:?}"),
+                    ));
+                }
+            };
+            let given: SignIn = match parse_json_body(&body) {
+                Ok(v) => v,
+                Err(e) => return err(e),
+            };
+            if !constant_time_eq(given.api_key.trim().as_bytes(), expected.as_bytes()) {
+                return err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "that API key is not valid"));
+            }
+            no_content(session::set_cookie(&session::issue(expected, now_s), secure))
+        }
+        _ => err(ApiError::method_not_allowed("GET, POST or DELETE")),
+    }
+}

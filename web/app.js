@@ -1,0 +1,802 @@
+// Mneme's web app: sign-in, chat, the recommendations inbox, knowledge and
+// tasks, over the same API every other client uses. No framework: views are
+// functions that build DOM nodes; nothing from the server is ever parsed as
+// HTML. The session is an HttpOnly cookie (D-CL2), so the API key is sent
+// once, in a POST body, and never kept by the page.
+
+import { splitFrontmatter, frontmatterPairs, renderMarkdown } from "./md.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+const live = document.getElementById("live");
+const toast = document.getElementById("toast");
+
+// ------------------------------------------------------------ helpers
+
+/** Builds an element: h("button", {type: "submit", onclick}, "Send"). */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else if (v === true) el.setAttribute(k, "");
+    else el.setAttribute(k, v);
+  }
+  return put(el, ...children);
+}
+
+/** Appends children to `el`, flattening arrays and skipping null, undefined and false. */
+function put(el, ...children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false || c === "") continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+let fieldSeq = 0;
+/** A labelled control: the label's `for` points at the control. */
+function field(label, control, hint) {
+  const id = control.id || `f${++fieldSeq}`;
+  control.id = id;
+  const hintEl = hint ? h("div", { class: "muted", id: `${id}-hint` }, hint) : null;
+  if (hintEl) control.setAttribute("aria-describedby", hintEl.id);
+  return h("div", { class: "grow" }, h("label", { for: id }, label), control, hintEl);
+}
+
+function say(message, ok = false) {
+  toast.className = ok ? "toast ok" : "toast";
+  toast.textContent = message;
+  clearTimeout(say.timer);
+  say.timer = setTimeout(() => (toast.textContent = ""), ok ? 3000 : 8000);
+}
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** What to tell the principal about a failed request. */
+function explain(e) {
+  if (!(e instanceof ApiError)) return `The app could not be reached (${e.message}). Check that Mneme is running, then try again.`;
+  if (e.status === 401) return "Your session has ended. Sign in again.";
+  if (e.status === 503) return `${e.message} (the server is missing a setting or a service; see the README).`;
+  if (e.status >= 500) return `${e.message}. Try again in a moment.`;
+  return e.message;
+}
+
+/** Calls the API with the session cookie; JSON in, JSON out. */
+async function api(method, path, body, extraHeaders = {}) {
+  const headers = { ...extraHeaders };
+  if (method !== "GET") headers["X-Mneme-CSRF"] = "1";
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  const type = res.headers.get("content-type") || "";
+  const data = type.includes("json") ? await res.json().catch(() => null) : await res.text();
+  if (!res.ok) {
+    const err = data && data.error ? data.error : { code: "http-" + res.status, message: res.statusText };
+    if (res.status === 401 && path !== "/session") signedOut();
+    throw new ApiError(res.status, err.code, err.message);
+  }
+  return data;
+}
+
+const pct = (x) => (typeof x === "number" ? `${Math.round(x * 100)}%` : "–");
+const num = (x, d = 3) => (typeof x === "number" ? x.toFixed(d) : "–");
+const when = (ms) => (ms ? new Date(ms).toLocaleString() : "");
+
+/** Reads a text/event-stream body, calling onEvent(name, data) per event. */
+async function readSse(res, onEvent) {
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let cut;
+    while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
+      const frame = buf.slice(0, cut);
+      buf = buf.slice(cut).replace(/^\r?\n\r?\n/, "");
+      let name = "message";
+      const data = [];
+      for (const line of frame.split(/\r?\n/)) {
+        if (line.startsWith(":")) continue;
+        const i = line.indexOf(":");
+        const k = i < 0 ? line : line.slice(0, i);
+        const v = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+        if (k === "event") name = v;
+        else if (k === "data") data.push(v);
+      }
+      if (data.length) {
+        let parsed;
+        try {
+          parsed = JSON.parse(data.join("\n"));
+        } catch {
+          parsed = data.join("\n");
+        }
+        onEvent(name, parsed);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------ session
+
+let session = null;
+
+function signedOut() {
+  session = null;
+  stopEvents();
+  nav.hidden = true;
+  live.hidden = true;
+  if (location.hash !== "#/signin") location.hash = "#/signin";
+  else render();
+}
+
+async function checkSession() {
+  try {
+    session = await api("GET", "/session");
+  } catch {
+    session = null;
+  }
+  return session;
+}
+
+function signInView() {
+  const key = h("input", { type: "password", name: "api_key", autocomplete: "current-password", required: true });
+  const error = h("div", { role: "alert" });
+  const submit = h("button", { type: "submit" }, "Sign in");
+  const form = h(
+    "form",
+    { class: "card sign-in", "aria-labelledby": "signin-title" },
+    h("h1", { id: "signin-title" }, "Sign in to Mneme"),
+    field("API key", key, "The Spin variable api_key. It is sent once and never stored by this page."),
+    h("p", {}, submit),
+    error,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    error.textContent = "";
+    error.className = "";
+    submit.disabled = true;
+    try {
+      await api("POST", "/session", { api_key: key.value });
+      key.value = "";
+      await checkSession();
+      startEvents();
+      location.hash = "#/chat";
+    } catch (e) {
+      error.className = "error";
+      error.textContent = e.status === 401 ? "That API key is not valid." : explain(e);
+      key.focus();
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  setTimeout(() => key.focus(), 0);
+  return form;
+}
+
+// ------------------------------------------------------------ proactive events
+
+const feed = []; // the newest last, at most 50
+let source = null;
+let retryTimer = null;
+let retryDelay = 1000;
+
+function eventText(ev) {
+  const p = ev.payload || {};
+  return p.text || p.message || p.summary || p.content || p.goal || JSON.stringify(p);
+}
+
+function onProactive(msg) {
+  let ev;
+  try {
+    ev = JSON.parse(msg.data);
+  } catch {
+    return;
+  }
+  if (feed.some((f) => f.id === ev.id)) return;
+  feed.push(ev);
+  if (feed.length > 50) feed.shift();
+  const list = document.getElementById("events");
+  if (list) list.prepend(eventItem(ev));
+  live.hidden = false;
+  live.textContent = `New ${ev.type}: ${eventText(ev).slice(0, 80)}`;
+}
+
+function eventItem(ev) {
+  return h(
+    "li",
+    { "data-type": ev.type },
+    h("strong", {}, ev.type),
+    " ",
+    h("span", { class: "muted" }, when(ev.created_ms)),
+    h("div", {}, eventText(ev)),
+  );
+}
+
+function startEvents() {
+  if (source) return;
+  clearTimeout(retryTimer);
+  source = new EventSource("/events", { withCredentials: true });
+  for (const type of ["drift", "task", "reminder", "notification", "tool"]) source.addEventListener(type, onProactive);
+  source.addEventListener("open", () => {
+    retryDelay = 1000;
+    document.getElementById("events-state")?.replaceChildren("Live");
+  });
+  source.addEventListener("error", async () => {
+    // The server ends each stream after a while and the browser reconnects
+    // with Last-Event-ID by itself; a closed source (a 401, a restart) is
+    // reopened here after a check that the session still holds.
+    document.getElementById("events-state")?.replaceChildren("Reconnecting…");
+    if (source && source.readyState === EventSource.CLOSED) {
+      source = null;
+      retryTimer = setTimeout(async () => {
+        if (await checkSession()) startEvents();
+        else signedOut();
+      }, retryDelay);
+      retryDelay = Math.min(retryDelay * 2, 30000);
+    }
+  });
+}
+
+function stopEvents() {
+  clearTimeout(retryTimer);
+  if (source) source.close();
+  source = null;
+}
+
+// ------------------------------------------------------------ chat
+
+function messageItem(who, text) {
+  const body = h("div", { class: "text" }, text);
+  const meta = h("div", { class: "meta" });
+  const progress = h("ol", { class: "progress", "aria-label": "Progress" });
+  const li = h("li", { class: `msg ${who}` }, h("span", { class: "visually-hidden" }, who === "me" ? "You said:" : "Mneme said:"), body, progress, meta);
+  return { li, body, meta, progress };
+}
+
+function modeLine(mode, confidence, extra) {
+  const parts = [];
+  if (mode) parts.push(`mode ${mode}`);
+  if (typeof confidence === "number") parts.push(`confidence ${confidence.toFixed(2)}`);
+  if (extra) parts.push(extra);
+  return parts.join(" · ");
+}
+
+const STAGES = {
+  processing: "Reading your message…",
+  thinking: "Thinking…",
+  still_working: "Still working…",
+};
+
+function chatView() {
+  const log = h("ol", { class: "log", "aria-label": "Conversation", "aria-live": "polite" });
+  const text = h("textarea", { rows: 3, name: "text", required: true, maxlength: 32000 });
+  const send = h("button", { type: "submit" }, "Send");
+  const form = h("form", { class: "composer" }, field("Message", text, "Enter sends; Shift+Enter starts a new line."), h("p", { class: "row" }, send));
+  const events = h("ol", { class: "events", id: "events", "aria-label": "Proactive events" });
+  for (const ev of [...feed].reverse()) events.append(eventItem(ev));
+  let threadId = null;
+
+  (async () => {
+    try {
+      const recent = await api("GET", "/conversation/recent?limit=30");
+      threadId = recent.thread_id;
+      for (const ex of recent.exchanges) {
+        log.append(messageItem("me", ex.prompt).li);
+        const m = messageItem("them", ex.response);
+        m.meta.textContent = modeLine(ex.mode, ex.confidence, when(ex.timestamp));
+        log.append(m.li);
+      }
+      log.lastElementChild?.scrollIntoView({ block: "end" });
+    } catch (e) {
+      log.append(h("li", { class: "error" }, explain(e)));
+    }
+  })();
+
+  text.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const said = text.value.trim();
+    if (!said) return;
+    send.disabled = true;
+    log.append(messageItem("me", said).li);
+    const reply = messageItem("them", "");
+    reply.li.setAttribute("aria-busy", "true");
+    log.append(reply.li);
+    reply.meta.textContent = "Sending…";
+    text.value = "";
+    reply.li.scrollIntoView({ block: "end" });
+    let streamed = "";
+    try {
+      const res = await fetch("/chat", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-Mneme-CSRF": "1", Accept: "text/event-stream" },
+        body: JSON.stringify(threadId ? { text: said, thread_id: threadId } : { text: said }),
+        credentials: "same-origin",
+      });
+      if (!res.ok) {
+        const data = await res.json().catch(() => ({ error: { code: "http", message: res.statusText } }));
+        if (res.status === 401) signedOut();
+        throw new ApiError(res.status, data.error.code, data.error.message);
+      }
+      await readSse(res, (name, data) => {
+        if (name === "status") {
+          if (data.stage === "acting") {
+            reply.progress.append(h("li", {}, `Step ${data.iteration}: ${(data.actions || []).join(", ") || "no action"}`));
+          } else {
+            reply.meta.textContent = STAGES[data.stage] || data.stage;
+          }
+        } else if (name === "token") {
+          streamed += data.text;
+          reply.body.textContent = streamed;
+        } else if (name === "message") {
+          reply.body.textContent = data.text;
+          reply.meta.textContent = modeLine(data.mode, data.confidence, data.topic ? `topic ${data.topic}` : "");
+          reply.li.dataset.mode = data.mode;
+        } else if (name === "error") {
+          reply.li.append(h("div", { class: "error", role: "alert" }, data.message, data.recoverable ? " — send the message again to retry." : ""));
+        } else if (name === "done") {
+          reply.li.removeAttribute("aria-busy");
+          if (typeof data.duration_ms === "number") reply.meta.append(` · ${(data.duration_ms / 1000).toFixed(1)} s`);
+        }
+      });
+    } catch (e) {
+      reply.li.append(h("div", { class: "error", role: "alert" }, explain(e)));
+      reply.meta.textContent = "";
+    } finally {
+      reply.li.removeAttribute("aria-busy");
+      send.disabled = false;
+      text.focus();
+      reply.li.scrollIntoView({ block: "end" });
+    }
+  });
+
+  setTimeout(() => text.focus(), 0);
+  return h(
+    "div",
+    { class: "split" },
+    h("section", { "aria-labelledby": "chat-title" }, h("h1", { id: "chat-title" }, "Chat"), log, form),
+    h(
+      "aside",
+      { "aria-labelledby": "events-title" },
+      h("h2", { id: "events-title" }, "Activity ", h("span", { class: "muted", id: "events-state" }, source && source.readyState === 1 ? "Live" : "Connecting…")),
+      h("p", { class: "muted" }, "Drift thoughts, task progress and reminders arrive here as they happen."),
+      events,
+    ),
+  );
+}
+
+// ------------------------------------------------------------ inbox
+
+function badges(rec) {
+  const f = rec.flags || {};
+  return [
+    h("span", { class: "badge status" }, rec.status),
+    f.forced_decision && h("span", { class: "badge forced", title: "Snoozed twice: decide now" }, "forced decision"),
+    f.aging && h("span", { class: "badge aging", title: "Older than 14 days" }, "aging"),
+    f.auto_revived && h("span", { class: "badge revived", title: "Its snooze ended" }, "auto-revived"),
+  ];
+}
+
+function traceTable(trace) {
+  return h(
+    "div",
+    { class: "scroll" },
+    h(
+      "table",
+      {},
+      h("caption", { class: "visually-hidden" }, "Steps of the run"),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Step"), h("th", { scope: "col" }, "Took"), h("th", { scope: "col" }, "Outcome"))),
+      h("tbody", {}, trace.map((t) => h("tr", {}, h("td", {}, `${t.step} ${t.name || ""}`), h("td", { class: "score" }, `${num(t.took_ms, 1)} ms`), h("td", {}, t.outcome)))),
+    ),
+  );
+}
+
+async function inboxView() {
+  const root = h("section", { "aria-labelledby": "inbox-title" }, h("h1", { id: "inbox-title" }, "Recommendations"));
+  let doors = [];
+  let recs = [];
+  try {
+    [doors, recs] = await Promise.all([api("GET", "/rx/doors").then((d) => d.doors), api("GET", "/v1/rx/recs?limit=200").then((r) => r.recs)]);
+  } catch (e) {
+    put(root, h("p", { class: "error" }, explain(e)));
+    return root;
+  }
+  const names = [...new Set([...doors.map((d) => d.name), ...recs.map((r) => r.door)])];
+  if (!names.length) put(root, h("p", {}, "No doors are configured."));
+  for (const door of names) {
+    const mine = recs.filter((r) => r.door === door);
+    const out = h("div", { "aria-live": "polite" });
+    const run = h("button", { type: "button", class: "secondary" }, `Run ${door}`);
+    run.addEventListener("click", async () => {
+      run.disabled = true;
+      out.replaceChildren(h("p", { class: "muted" }, `Running ${door}…`));
+      try {
+        const r = await api("POST", `/rx/${encodeURIComponent(door)}`);
+        out.replaceChildren(
+          h("p", {}, h("strong", {}, r.status === "no-change" ? "No change: " : "New recommendation: "), r.tldr || "", r.path ? h("span", { class: "muted" }, ` (${r.path})`) : ""),
+          traceTable(r.trace || []),
+          h("p", {}, h("button", { type: "button", class: "link", onclick: () => render() }, "Refresh the inbox")),
+        );
+      } catch (e) {
+        out.replaceChildren(h("p", { class: "error", role: "alert" }, explain(e)));
+      } finally {
+        run.disabled = false;
+      }
+    });
+    put(root, 
+      h(
+        "section",
+        { class: "door", "aria-labelledby": `door-${door}` },
+        h("h2", { id: `door-${door}` }, door[0].toUpperCase() + door.slice(1), " ", h("span", { class: "muted" }, `${mine.length} recommendation${mine.length === 1 ? "" : "s"}`)),
+        h("p", {}, run),
+        out,
+        mine.length
+          ? h("ul", { class: "recs", role: "list" }, mine.map((r) =>
+              h("li", { class: "card" }, h("a", { href: `#/rec/${encodeURIComponent(r.id)}` }, r.tldr), h("div", {}, badges(r), h("span", { class: "muted" }, ` drift ${num(r.drift_score)} · ${new Date(r.created_at).toLocaleDateString()}`))),
+            ))
+          : h("p", { class: "muted" }, "Nothing here yet."),
+      ),
+    );
+  }
+  return root;
+}
+
+async function recView(id) {
+  const root = h("article", { "aria-labelledby": "rec-title" }, h("p", {}, h("a", { href: "#/inbox" }, "← Inbox")));
+  let rec;
+  let md = "";
+  try {
+    rec = await api("GET", `/v1/rx/recs/${encodeURIComponent(id)}`);
+    md = await api("GET", `/v1/rx/recs/${encodeURIComponent(id)}.md`);
+  } catch (e) {
+    put(root, h("p", { class: "error" }, explain(e)));
+    return root;
+  }
+  const { front, body } = splitFrontmatter(typeof md === "string" ? md : rec.body_md || "");
+  const doc = h("div", { class: "doc card" }, renderMarkdown(body));
+  // The counter-thesis is the design's mandatory section: mark it out.
+  for (const heading of doc.querySelectorAll("h2, h3")) {
+    if (/counter-thesis/i.test(heading.textContent)) {
+      const box = h("section", { class: "counter", "aria-label": "Counter-thesis" });
+      heading.before(box);
+      let n = heading;
+      while (n && !(n !== heading && /^H[23]$/.test(n.tagName))) {
+        const next = n.nextSibling;
+        box.append(n);
+        n = next;
+      }
+    }
+  }
+  const status = h("div", { role: "status", "aria-live": "polite" });
+  const act = async (path, payload, done) => {
+    status.textContent = "";
+    try {
+      await api("POST", `/v1/rx/recs/${encodeURIComponent(id)}/${path}`, payload);
+      say(done, true);
+      render();
+    } catch (e) {
+      status.replaceChildren(h("p", { class: "error", role: "alert" }, explain(e)));
+    }
+  };
+  const terminal = rec.status === "acted" || rec.status === "dismissed";
+  const fit = h("select", { name: "fit" }, ["1", "2", "3", "4", "5"].map((v) => h("option", { value: v, selected: v === "3" }, v)));
+  const kind = h("select", { name: "kind" }, h("option", { value: "acted_as_prescribed" }, "as prescribed"), h("option", { value: "acted_modified" }, "modified"));
+  const note = h("input", { type: "text", name: "note", maxlength: 4000 });
+  const days = h("select", { name: "days" }, [1, 2, 3, 4, 5, 6, 7].map((d) => h("option", { value: String(d), selected: d === 3 }, `${d} day${d > 1 ? "s" : ""}`)));
+  const actions = terminal
+    ? h("p", { class: "muted" }, `This recommendation is ${rec.status}${rec.acted_disposition ? ` (${rec.acted_disposition})` : ""}; it cannot change any more.`)
+    : h(
+        "div",
+        {},
+        h(
+          "fieldset",
+          {},
+          h("legend", {}, "Act on it"),
+          h("div", { class: "row" }, field("How", kind), field("Fit (1–5)", fit), field("Outcome note", note),
+            h("button", { type: "button", onclick: () => act("disposition", { disposition: kind.value, subjective_fit_1_5: Number(fit.value), outcome_note: note.value || undefined }, "Marked as acted.") }, "Acted")),
+        ),
+        h(
+          "fieldset",
+          {},
+          h("legend", {}, "Or"),
+          h("div", { class: "row" },
+            field("Snooze for", days),
+            h("button", { type: "button", class: "secondary", disabled: rec.flags?.forced_decision, onclick: () => act("snooze", { days: Number(days.value) }, "Snoozed.") }, "Snooze"),
+            h("button", { type: "button", class: "secondary", onclick: () => act("disposition", { disposition: "skipped" }, "Skipped.") }, "Skip"),
+            h("button", { type: "button", class: "danger", onclick: () => act("disposition", { disposition: "dismissed" }, "Dismissed.") }, "Dismiss")),
+          rec.flags?.forced_decision ? h("p", { class: "muted" }, "Snoozed twice already: this is a forced decision (act, skip or dismiss).") : null,
+        ),
+      );
+  put(root, 
+    h("h1", { id: "rec-title" }, rec.tldr),
+    h("div", {}, badges(rec), h("span", { class: "muted" }, ` ${rec.door} · drift ${num(rec.drift_score)} · confidence ${rec.confidence} · snoozed ${rec.snooze_count}×`)),
+    actions,
+    status,
+    front ? h("details", {}, h("summary", {}, "Frontmatter"), h("dl", { class: "fields" }, frontmatterPairs(front).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))) : null,
+    doc,
+  );
+  return root;
+}
+
+// ------------------------------------------------------------ knowledge
+
+function entryCard(e) {
+  return h(
+    "li",
+    { class: "card result" },
+    h("a", { href: `#/entry/${encodeURIComponent(e.id)}` }, `${e.id} · ${e.topic}`),
+    h("div", {}, e.position),
+    h(
+      "div",
+      { class: "muted score" },
+      `${e.type} · confidence ${e.confidence}`,
+      typeof e.relevance_score === "number" ? ` · relevance ${num(e.relevance_score)} · final ${num(e.final_score)}` : "",
+      e.corroboration_count > 1 ? ` · corroborated ×${e.corroboration_count}` : "",
+    ),
+  );
+}
+
+function knowledgeView() {
+  const q = h("input", { type: "search", name: "query", required: true, maxlength: 2000 });
+  const k = h("select", { name: "k" }, [5, 10, 20].map((n) => h("option", { value: String(n), selected: n === 10 }, String(n))));
+  const results = h("ol", { class: "log", "aria-label": "Search results", "aria-live": "polite" });
+  const search = h("form", { role: "search" }, h("div", { class: "row" }, field("Search your judgement", q), field("Results", k), h("button", { type: "submit" }, "Search")));
+  search.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    results.replaceChildren(h("li", { class: "muted" }, "Searching…"));
+    try {
+      const r = await api("POST", "/retrieve", { query: q.value, k: Number(k.value) });
+      results.replaceChildren(...(r.results.length ? r.results.map(entryCard) : [h("li", { class: "muted" }, "No active entry matches.")]));
+    } catch (e) {
+      results.replaceChildren(h("li", { class: "error" }, explain(e)));
+    }
+  });
+
+  const text = h("textarea", { name: "text", rows: 6, required: true });
+  const type = h("select", { name: "source_type" }, h("option", { value: "chat" }, "chat"), h("option", { value: "meeting" }, "meeting"));
+  const date = h("input", { type: "date", name: "source_date", required: true, value: new Date().toISOString().slice(0, 10) });
+  const channel = h("input", { type: "text", name: "source_channel", maxlength: 200 });
+  const token = h("input", { type: "password", name: "ingest_token", autocomplete: "off", required: true });
+  const job = h("div", { "aria-live": "polite" });
+  const ingest = h(
+    "form",
+    { class: "card" },
+    h("h2", {}, "Ingest a transcript"),
+    field("Transcript", text),
+    h("div", { class: "row" }, field("Source", type), field("Date", date), field("Channel (optional)", channel)),
+    field("Ingest token", token, "The Spin variable ingest_token: ingest has its own token (D-CL3). It is kept only while this page is open."),
+    h("p", {}, h("button", { type: "submit" }, "Ingest")),
+    job,
+  );
+  ingest.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    job.replaceChildren(h("p", { class: "muted" }, "Sending…"));
+    try {
+      const body = { source_type: type.value, source_date: date.value, text: text.value };
+      if (channel.value.trim()) body.source_channel = channel.value.trim();
+      const { job_id } = await api("POST", "/knowledge/ingest", body, { "X-Ingest-Token": token.value });
+      for (let i = 0; i < 120; i++) {
+        const j = await api("GET", `/knowledge/jobs/${encodeURIComponent(job_id)}`);
+        job.replaceChildren(jobView(j));
+        if (j.status === "done" || j.status === "failed") {
+          loadRecent();
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    } catch (e) {
+      job.replaceChildren(h("p", { class: "error", role: "alert" }, e.status === 401 ? "The ingest token is not valid." : explain(e)));
+    }
+  });
+
+  const recent = h("ol", { class: "log", "aria-label": "Recent entries" });
+  const loadRecent = () =>
+    api("GET", "/knowledge/entries?limit=20")
+      .then((r) => recent.replaceChildren(...(r.entries.length ? r.entries.map(entryCard) : [h("li", { class: "muted" }, "No entries yet.")])))
+      .catch((e) => recent.replaceChildren(h("li", { class: "error" }, explain(e))));
+  loadRecent();
+
+  setTimeout(() => q.focus(), 0);
+  return h(
+    "div",
+    {},
+    h("h1", {}, "Knowledge"),
+    search,
+    results,
+    h("div", { class: "split" }, h("section", {}, h("h2", {}, "Recent entries"), recent), ingest),
+  );
+}
+
+function jobView(j) {
+  const link = (x) => h("a", { href: `#/entry/${encodeURIComponent(x)}` }, x);
+  const rows = (j.outcomes || []).map((o) =>
+    h(
+      "li",
+      {},
+      `Candidate ${o.index + 1}: `,
+      h("strong", {}, o.outcome),
+      o.entry_id ? [" ", link(o.entry_id)] : "",
+      o.into ? [" into ", link(o.into)] : "",
+      o.supersedes && o.supersedes.length ? [", superseding ", o.supersedes.join(", ")] : "",
+      o.reason ? ` — ${o.reason}` : "",
+      o.detail ? ` (${o.detail})` : "",
+    ),
+  );
+  return h(
+    "div",
+    {},
+    h("p", {}, `Job ${j.id}: `, h("strong", { "data-job-status": j.status }, j.status), j.extractor ? ` · extractor ${j.extractor}` : "", j.error ? ` — ${j.error}` : ""),
+    rows.length ? h("ul", {}, rows) : null,
+  );
+}
+
+const ENTRY_FIELDS = [
+  "id", "type", "topic", "position", "reasoning", "reasoning_pattern", "confidence", "stability", "tier", "tags",
+  "source_type", "source_channel", "source_date", "source_url", "corroboration_count", "last_corroborated_at",
+  "superseded_by", "created_at", "extractor",
+];
+
+async function entryView(id) {
+  const root = h("article", {}, h("p", {}, h("a", { href: "#/knowledge" }, "← Knowledge")));
+  let e;
+  try {
+    e = await api("GET", `/knowledge/entries/${encodeURIComponent(id)}`);
+  } catch (err) {
+    put(root, h("p", { class: "error" }, explain(err)));
+    return root;
+  }
+  const link = (x) => h("a", { href: `#/entry/${encodeURIComponent(x)}` }, x);
+  const value = (k) => {
+    const v = e[k];
+    if (v === null || v === undefined || v === "") return "—";
+    if (k === "superseded_by") return link(v);
+    return Array.isArray(v) ? v.join(", ") : String(v);
+  };
+  put(root, 
+    h("h1", {}, `${e.id}: ${e.topic}`),
+    h("p", {}, e.active ? h("span", { class: "badge revived" }, "active") : h("span", { class: "badge aging" }, "superseded")),
+    h("dl", { class: "fields card" }, ENTRY_FIELDS.map((k) => [h("dt", {}, k), h("dd", {}, value(k))])),
+    h("h2", {}, "History"),
+    e.supersedes && e.supersedes.length
+      ? h("p", {}, "Replaces ", e.supersedes.flatMap((x, i) => (i ? [", ", link(x)] : [link(x)])), ".")
+      : h("p", { class: "muted" }, "It replaced no earlier entry."),
+    e.superseded_by ? h("p", {}, "Replaced by ", link(e.superseded_by), "; it no longer appears in retrieval.") : null,
+    h("p", {}, h("a", { href: `/knowledge/entries/${encodeURIComponent(e.id)}.md`, download: `${e.id}.md` }, "Download as markdown")),
+  );
+  return root;
+}
+
+// ------------------------------------------------------------ tasks
+
+function tasksView() {
+  const goal = h("input", { type: "text", name: "goal", required: true, maxlength: 2000 });
+  const priority = h("input", { type: "number", name: "priority", min: 1, max: 10, value: 5 });
+  const list = h("ol", { class: "log", "aria-label": "Tasks", "aria-live": "polite" });
+  const load = async () => {
+    try {
+      const r = await api("GET", "/tasks?limit=100");
+      list.replaceChildren(...(r.tasks.length ? r.tasks.map(taskItem) : [h("li", { class: "muted" }, "No tasks yet.")]));
+    } catch (e) {
+      list.replaceChildren(h("li", { class: "error" }, explain(e)));
+    }
+  };
+  const taskItem = (t) => {
+    const open = !["completed", "cancelled", "expired", "failed"].includes(t.status);
+    const steps = t.plan?.steps || [];
+    return h(
+      "li",
+      { class: "card" },
+      h("strong", {}, t.goal),
+      h("div", { class: "muted" }, `${t.status} · priority ${t.priority} · coverage ${pct(t.coverage)} · ${t.cycles} cycle${t.cycles === 1 ? "" : "s"}`),
+      h("progress", { max: 1, value: t.coverage || 0, "aria-label": `Coverage of ${t.goal}` }),
+      steps.length
+        ? h("ol", { class: "progress", "aria-label": "Plan" }, steps.map((s) => h("li", {}, `${s.description} — ${s.status}`)))
+        : t.plan_note ? h("p", { class: "muted" }, t.plan_note) : null,
+      t.plan_source ? h("div", { class: "muted" }, `Plan by ${t.plan_source}`) : null,
+      t.last_summary ? h("p", {}, t.last_summary) : null,
+      open
+        ? h("button", {
+            type: "button",
+            class: "danger",
+            onclick: async () => {
+              try {
+                await api("DELETE", `/tasks/${encodeURIComponent(t.id)}`);
+                say("Task cancelled.", true);
+                load();
+              } catch (e) {
+                say(explain(e));
+              }
+            },
+          }, "Cancel", h("span", { class: "visually-hidden" }, ` ${t.goal}`))
+        : null,
+    );
+  };
+  const form = h("form", { class: "card" }, h("div", { class: "row" }, field("New task", goal, "Mneme plans it and works on it in the background."), field("Priority (1 most urgent)", priority), h("button", { type: "submit" }, "Create")));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      await api("POST", "/tasks", { goal: goal.value, priority: Number(priority.value) });
+      goal.value = "";
+      say("Task created.", true);
+      load();
+    } catch (e) {
+      say(explain(e));
+    }
+  });
+  load();
+  return h("section", {}, h("h1", {}, "Tasks"), form, list);
+}
+
+// ------------------------------------------------------------ routing
+
+const VIEWS = {
+  chat: chatView,
+  inbox: inboxView,
+  rec: recView,
+  knowledge: knowledgeView,
+  entry: entryView,
+  tasks: tasksView,
+};
+const NAV_OF = { rec: "inbox", entry: "knowledge" };
+
+async function render() {
+  const [, name = "chat", arg] = location.hash.match(/^#\/([a-z]+)(?:\/(.+))?$/) || [];
+  if (!session || name === "signin") {
+    if (session && name === "signin") {
+      location.hash = "#/chat";
+      return;
+    }
+    nav.hidden = true;
+    main.replaceChildren(signInView());
+    document.title = "Sign in · Mneme";
+    return;
+  }
+  nav.hidden = false;
+  const view = VIEWS[name] || chatView;
+  for (const a of nav.querySelectorAll("a")) {
+    if (a.dataset.view === (NAV_OF[name] || name)) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  main.setAttribute("aria-busy", "true");
+  const node = await view(arg && decodeURIComponent(arg));
+  main.replaceChildren(node);
+  main.removeAttribute("aria-busy");
+  document.title = `${(NAV_OF[name] || name).replace(/^./, (c) => c.toUpperCase())} · Mneme`;
+}
+
+document.getElementById("signout").addEventListener("click", async () => {
+  try {
+    await api("DELETE", "/session");
+  } finally {
+    signedOut();
+  }
+});
+window.addEventListener("hashchange", () => {
+  toast.textContent = "";
+  render();
+  main.focus({ preventScroll: true });
+});
+
+(async () => {
+  if (await checkSession()) startEvents();
+  render();
+})();

@@ -1,0 +1,216 @@
+// The web app in Debian's Chromium, driven by playwright-core, against an
+// app the runner started (tests/tests/web.rs starts it with a scripted
+// model and seeded signals, then runs this file). Every step asserts what
+// the principal would see. Screenshots go to $MNEME_SCREENSHOTS.
+//
+// Environment: MNEME_URL, MNEME_API_KEY, MNEME_INGEST_TOKEN, MNEME_CRON_TOKEN,
+// MNEME_SCREENSHOTS (a directory), CHROMIUM (default /usr/bin/chromium).
+
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const need = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`set ${name}`);
+  return v;
+};
+const URL_ = need("MNEME_URL");
+const KEY = need("MNEME_API_KEY");
+const INGEST = need("MNEME_INGEST_TOKEN");
+const CRON = need("MNEME_CRON_TOKEN");
+const SHOTS = need("MNEME_SCREENSHOTS");
+mkdirSync(SHOTS, { recursive: true });
+
+const step = (what) => console.log(`- ${what}`);
+const WAIT = { timeout: 30_000 };
+
+/** The cron's tick of `job`, at `atMs` on the test clock. */
+async function tick(job, atMs) {
+  const r = await fetch(`${URL_}/tick/${job}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${CRON}`, "x-mneme-clock": String(atMs) },
+  });
+  assert.equal(r.status, 200, await r.text());
+}
+
+/** Every form control on the page has a label (for, wrapping or aria). */
+async function assertLabelled(page, screen) {
+  const unlabelled = await page.$$eval("input:not([type=hidden]), select, textarea", (els) =>
+    els.filter((e) => !e.labels?.length && !e.getAttribute("aria-label") && !e.getAttribute("aria-labelledby")).map((e) => e.outerHTML),
+  );
+  assert.deepEqual(unlabelled, [], `${screen}: controls without a label`);
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+let failed = false;
+let page;
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  page = await context.newPage();
+  const consoleErrors = [];
+  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  const urls = [];
+  page.on("request", (r) => urls.push(r.url()));
+
+  step("the sign-in screen refuses a wrong key, then signs in by keyboard alone");
+  await page.goto(URL_ + "/");
+  await page.getByRole("heading", { name: "Sign in to Mneme" }).waitFor(WAIT);
+  await assertLabelled(page, "sign-in");
+  await shot(page, "sign-in");
+  await page.getByLabel("API key").fill("not-the-key");
+  await page.keyboard.press("Enter");
+  await page.getByText("That API key is not valid.").waitFor(WAIT);
+  await page.getByLabel("API key").fill(KEY);
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Chat", exact: true }).waitFor(WAIT);
+  assert.equal(await page.evaluate(() => document.cookie.includes("mneme_session")), false, "the session cookie is HttpOnly");
+  assert.ok(!urls.some((u) => u.includes(KEY)), "the key never lands in a URL");
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === "mneme_session");
+  assert.ok(session && session.httpOnly && session.sameSite === "Strict", JSON.stringify(cookies));
+  assert.ok(!session.value.includes(KEY), "the cookie does not carry the key");
+
+  step("a message streams its answer token by token, with mode, confidence and the ACT loop's steps");
+  await page.locator("#events-state", { hasText: "Live" }).waitFor(WAIT);
+  await assertLabelled(page, "chat");
+  // Record every text the reply shows while it streams.
+  await page.evaluate(() => {
+    window.__seen = [];
+    new MutationObserver(() => {
+      const t = document.querySelector(".msg.them:last-of-type .text")?.textContent;
+      if (t && window.__seen[window.__seen.length - 1] !== t) window.__seen.push(t);
+    }).observe(document.querySelector(".log"), { subtree: true, childList: true, characterData: true });
+  });
+  await page.getByLabel("Message").fill("remind me to stretch in 1 minute");
+  await page.keyboard.press("Enter");
+  const reply = page.locator(".msg.them").last();
+  await reply.locator(".meta", { hasText: "confidence" }).waitFor(WAIT);
+  await reply.locator(".meta", { hasText: " s" }).waitFor(WAIT);
+  const seen = await page.evaluate(() => window.__seen);
+  const final = await reply.locator(".text").textContent();
+  assert.match(final, /tin away from light/);
+  assert.ok(seen.filter((t) => t.length < final.length).length >= 3, `partial texts before the whole: ${JSON.stringify(seen)}`);
+  assert.match(await reply.locator(".meta").textContent(), /mode [A-Z]+ · confidence \d\.\d\d/);
+  assert.match(await reply.locator(".progress").textContent(), /Step 1: [a-z_, ]*schedule/);
+
+  step("a proactive event arrives live");
+  await tick("reminders", Date.now() + 3_600_000);
+  await page.locator("#events li[data-type=reminder]", { hasText: "stretch" }).waitFor(WAIT);
+  await shot(page, "chat");
+
+  step("a dropped connection reconnects and replays what was missed");
+  await context.setOffline(true);
+  await page.locator("#events-state", { hasText: "Reconnecting" }).waitFor(WAIT);
+  const body = JSON.stringify({ text: "remind me to drink water in 1 minute" });
+  const r = await fetch(`${URL_}/chat`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body });
+  assert.equal(r.status, 200);
+  await r.text();
+  await tick("reminders", Date.now() + 7_200_000);
+  await context.setOffline(false);
+  await page.locator("#events li[data-type=reminder]", { hasText: "drink water" }).waitFor({ timeout: 60_000 });
+  assert.equal(await page.locator("#events li[data-type=reminder]", { hasText: "stretch" }).count(), 1, "no event twice");
+
+  step("the inbox runs a door, shows the step trace, and a rec is snoozed then acted on");
+  await page.getByRole("link", { name: "Inbox" }).click();
+  await page.getByRole("heading", { name: "Recommendations", exact: true }).waitFor(WAIT);
+  await page.getByRole("button", { name: "Run fitness" }).click();
+  const trace = page.getByRole("table");
+  await trace.waitFor(WAIT);
+  const steps = await trace.locator("tbody tr td:first-child").allTextContents();
+  assert.deepEqual(steps.map((s) => s.split(" ")[0]), ["0.5", "0.7", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"]);
+  await page.getByText("New recommendation:").waitFor(WAIT);
+  await shot(page, "inbox-run");
+  await page.getByRole("button", { name: "Refresh the inbox" }).click();
+  const recLink = page.locator(".door", { has: page.getByRole("heading", { name: /Fitness/ }) }).locator(".recs a").first();
+  await recLink.waitFor(WAIT);
+  await recLink.click();
+  await page.locator("section.counter").waitFor(WAIT);
+  assert.match(await page.locator("section.counter").textContent(), /Reject if/);
+  await assertLabelled(page, "rec");
+  await page.getByLabel("Snooze for").selectOption("3");
+  await page.getByRole("button", { name: "Snooze" }).click();
+  await page.locator(".badge.status", { hasText: "snoozed" }).waitFor(WAIT);
+  await shot(page, "rec");
+  await page.getByLabel("Fit (1–5)").selectOption("4");
+  await page.getByRole("button", { name: "Acted" }).click();
+  await page.getByText("it cannot change any more").waitFor(WAIT);
+  const rec = await page.evaluate(async () => {
+    const id = decodeURIComponent(location.hash.split("/")[2]);
+    return (await fetch(`/v1/rx/recs/${id}`)).json();
+  });
+  assert.equal(rec.status, "acted");
+  assert.equal(rec.subjective_fit_1_5, 4);
+  assert.equal(rec.snooze_count, 1);
+
+  step("a transcript ingested from the page becomes an entry that search finds, with both scores");
+  await page.getByRole("link", { name: "Knowledge" }).click();
+  await page.getByRole("heading", { name: "Knowledge", exact: true }).waitFor(WAIT);
+  await assertLabelled(page, "knowledge");
+  await page.getByLabel("Transcript").fill("We decided to keep the ledger in Postgres because it gives us transactions.");
+  await page.getByLabel("Source", { exact: true }).selectOption("meeting");
+  await page.getByLabel("Ingest token").fill(INGEST);
+  await page.getByRole("button", { name: "Ingest" }).click();
+  await page.locator("[data-job-status=done]").waitFor({ timeout: 60_000 });
+  assert.match(await page.locator(".card", { hasText: "Ingest a transcript" }).textContent(), /kept KE-\d{4}/);
+  await page.getByLabel("Search your judgement").fill("where does the ledger live");
+  await page.getByRole("button", { name: "Search" }).click();
+  const hit = page.locator("[aria-label='Search results'] li").first();
+  await hit.getByText("Ledger storage").waitFor(WAIT);
+  assert.match(await hit.textContent(), /relevance 0\.\d{3} · final 0\.\d{3}/);
+  await shot(page, "knowledge");
+  await hit.getByRole("link").click();
+  await page.getByText("corroboration_count").waitFor(WAIT);
+  assert.match(await page.locator("dl.fields").textContent(), /reasoningit gives us transactions/);
+  await shot(page, "entry");
+
+  step("a task is created with its plan, then cancelled");
+  await page.getByRole("link", { name: "Tasks" }).click();
+  await page.getByRole("heading", { name: "Tasks", exact: true }).waitFor(WAIT);
+  await assertLabelled(page, "tasks");
+  await page.getByLabel("New task").fill("Compare three standing desks for the home office");
+  await page.getByRole("button", { name: "Create" }).click();
+  const task = page.locator("li.card", { hasText: "Compare three standing desks" });
+  await task.getByRole("list", { name: "Plan" }).waitFor(WAIT);
+  assert.match(await task.textContent(), /accepted · priority 5 · coverage 0%/);
+  await shot(page, "tasks");
+  await task.getByRole("button", { name: /Cancel/ }).click();
+  await page.locator("li.card", { hasText: "cancelled" }).waitFor(WAIT);
+
+  step("on a phone-width screen nothing scrolls sideways");
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const view of ["chat", "inbox", "knowledge", "tasks"]) {
+    await page.getByRole("link", { name: view[0].toUpperCase() + view.slice(1) }).click();
+    await page.waitForFunction(() => !document.querySelector("main[aria-busy]"));
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 390, `${view} is ${width}px wide on a 390px screen`);
+  }
+  await page.getByRole("link", { name: "Chat" }).click();
+  await page.locator(".msg.them").first().waitFor(WAIT);
+  await shot(page, "chat-phone");
+
+  step("signing out ends the session");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("heading", { name: "Sign in to Mneme" }).waitFor(WAIT);
+  assert.equal(await page.evaluate(async () => (await fetch("/session")).status), 401);
+  assert.deepEqual(consoleErrors.filter((e) => !/status of 401|net::ERR_INTERNET_DISCONNECTED|events/.test(e)), [], "no script errors");
+} catch (e) {
+  failed = true;
+  console.error(e);
+  if (page) {
+    console.error("--- the page showed:\n" + (await page.locator("body").innerText().catch(() => "(nothing)")));
+    await shot(page, "failure").catch(() => {});
+  }
+} finally {
+  await browser.close();
+}
+process.exit(failed ? 1 : 0);

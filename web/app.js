@@ -84,7 +84,9 @@ async function api(method, path, body, extraHeaders = {}) {
   const data = type.includes("json") ? await res.json().catch(() => null) : await res.text();
   if (!res.ok) {
     const err = data && data.error ? data.error : { code: "http-" + res.status, message: res.statusText };
-    if (res.status === 401 && path !== "/session") signedOut();
+    // A 401 on the principal's own credentials ends the session here; an
+    // ingest token refused is the form's error, not a sign-out.
+    if (res.status === 401 && path !== "/session" && !extraHeaders["X-Ingest-Token"]) signedOut();
     throw new ApiError(res.status, err.code, err.message);
   }
   return data;
@@ -137,16 +139,18 @@ function signedOut() {
   session = null;
   stopEvents();
   nav.hidden = true;
-  live.hidden = true;
+  live.textContent = "";
   if (location.hash !== "#/signin") location.hash = "#/signin";
   else render();
 }
 
+/** The session, or null when signed out; a failure to reach the app throws. */
 async function checkSession() {
   try {
     session = await api("GET", "/session");
-  } catch {
-    session = null;
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) session = null;
+    else throw e;
   }
   return session;
 }
@@ -173,7 +177,9 @@ function signInView() {
       key.value = "";
       await checkSession();
       startEvents();
-      location.hash = "#/chat";
+      const wanted = /^#\/(?!signin)[a-z]/.test(location.hash) ? location.hash : "#/chat";
+      if (location.hash === wanted) render();
+      else location.hash = wanted;
     } catch (e) {
       error.className = "error";
       error.textContent = e.status === 401 ? "That API key is not valid." : explain(e);
@@ -189,6 +195,7 @@ function signInView() {
 // ------------------------------------------------------------ proactive events
 
 const feed = []; // the newest last, at most 50
+let lastEventId = 0;
 let source = null;
 let retryTimer = null;
 let retryDelay = 1000;
@@ -205,12 +212,18 @@ function onProactive(msg) {
   } catch {
     return;
   }
-  if (feed.some((f) => f.id === ev.id)) return;
+  // A reopened source replays the backlog: keep only what is new.
+  if (typeof ev.id === "number") {
+    if (ev.id <= lastEventId) return;
+    lastEventId = ev.id;
+  }
   feed.push(ev);
   if (feed.length > 50) feed.shift();
   const list = document.getElementById("events");
-  if (list) list.prepend(eventItem(ev));
-  live.hidden = false;
+  if (list) {
+    list.prepend(eventItem(ev));
+    while (list.children.length > 50) list.lastElementChild.remove();
+  }
   live.textContent = `New ${ev.type}: ${eventText(ev).slice(0, 80)}`;
 }
 
@@ -228,7 +241,9 @@ function eventItem(ev) {
 function startEvents() {
   if (source) return;
   clearTimeout(retryTimer);
-  source = new EventSource("/events", { withCredentials: true });
+  // A new source resumes after the last event this page showed; the
+  // browser's own reconnects send Last-Event-ID.
+  source = new EventSource(lastEventId ? `/events?after=${lastEventId}` : "/events", { withCredentials: true });
   for (const type of ["drift", "task", "reminder", "notification", "tool"]) source.addEventListener(type, onProactive);
   source.addEventListener("open", () => {
     retryDelay = 1000;
@@ -242,8 +257,14 @@ function startEvents() {
     if (source && source.readyState === EventSource.CLOSED) {
       source = null;
       retryTimer = setTimeout(async () => {
-        if (await checkSession()) startEvents();
-        else signedOut();
+        try {
+          if (await checkSession()) startEvents();
+          else signedOut();
+        } catch {
+          // The app is unreachable for now: keep trying.
+          source = null;
+          startEvents();
+        }
       }, retryDelay);
       retryDelay = Math.min(retryDelay * 2, 30000);
     }
@@ -325,6 +346,7 @@ function chatView() {
     text.value = "";
     reply.li.scrollIntoView({ block: "end" });
     let streamed = "";
+    let finished = false;
     try {
       const res = await fetch("/chat", {
         method: "POST",
@@ -354,10 +376,14 @@ function chatView() {
         } else if (name === "error") {
           reply.li.append(h("div", { class: "error", role: "alert" }, data.message, data.recoverable ? " — send the message again to retry." : ""));
         } else if (name === "done") {
+          finished = true;
           reply.li.removeAttribute("aria-busy");
           if (typeof data.duration_ms === "number") reply.meta.append(` · ${(data.duration_ms / 1000).toFixed(1)} s`);
         }
       });
+      if (!finished) {
+        reply.li.append(h("div", { class: "error", role: "alert" }, "The connection dropped before the answer was complete. Send the message again."));
+      }
     } catch (e) {
       reply.li.append(h("div", { class: "error", role: "alert" }, explain(e)));
       reply.meta.textContent = "";
@@ -599,10 +625,11 @@ function knowledgeView() {
         job.replaceChildren(jobView(j));
         if (j.status === "done" || j.status === "failed") {
           loadRecent();
-          break;
+          return;
         }
         await new Promise((r) => setTimeout(r, 1000));
       }
+      job.append(h("p", { class: "muted" }, "Still queued after two minutes: the job goes on in the background; check back later."));
     } catch (e) {
       job.replaceChildren(h("p", { class: "error", role: "alert" }, e.status === 401 ? "The ingest token is not valid." : explain(e)));
     }
@@ -777,9 +804,22 @@ async function render() {
     else a.removeAttribute("aria-current");
   }
   main.setAttribute("aria-busy", "true");
-  const node = await view(arg && decodeURIComponent(arg));
+  const token = (render.token = (render.token || 0) + 1);
+  let decoded = arg;
+  try {
+    decoded = arg && decodeURIComponent(arg);
+  } catch {
+    // A malformed hash: show the view with the raw argument.
+  }
+  const node = await view(decoded);
+  if (token !== render.token) return; // a later navigation won
+  const hadFocus = main.contains(document.activeElement);
   main.replaceChildren(node);
   main.removeAttribute("aria-busy");
+  // Keep keyboard users in the content when a view is redrawn.
+  if (hadFocus || document.activeElement === document.body) {
+    if (!main.contains(document.activeElement)) main.focus({ preventScroll: true });
+  }
   document.title = `${(NAV_OF[name] || name).replace(/^./, (c) => c.toUpperCase())} · Mneme`;
 }
 
@@ -791,12 +831,21 @@ document.getElementById("signout").addEventListener("click", async () => {
   }
 });
 window.addEventListener("hashchange", () => {
+  // Only `#/view` hashes are routes; the skip link's `#main` is not.
+  if (!location.hash.startsWith("#/")) return;
   toast.textContent = "";
   render();
-  main.focus({ preventScroll: true });
+});
+document.querySelector(".skip").addEventListener("click", (ev) => {
+  ev.preventDefault();
+  main.focus();
 });
 
 (async () => {
-  if (await checkSession()) startEvents();
-  render();
+  try {
+    if (await checkSession()) startEvents();
+    render();
+  } catch (e) {
+    main.replaceChildren(h("p", { class: "error", role: "alert" }, explain(e), " ", h("button", { type: "button", class: "link", onclick: () => location.reload() }, "Try again")));
+  }
 })();

@@ -20,7 +20,16 @@ export function frontmatterPairs(front) {
   return pairs;
 }
 
-const SAFE_URL = /^(https?:\/\/|\/|#|\.{0,2}\/?[\w-])/i;
+/** Whether a link may be followed: http(s) anywhere, or a path on this origin. */
+function safeUrl(url) {
+  if (url.startsWith("//")) return false;
+  if (/^(\/|#|\.\.?\/)/.test(url)) return true;
+  try {
+    return ["http:", "https:"].includes(new URL(url).protocol);
+  } catch {
+    return false;
+  }
+}
 
 /** Inline markdown into `parent`: `code`, **strong**, *em*, [text](url). */
 function inline(parent, text) {
@@ -41,7 +50,7 @@ function inline(parent, text) {
       inline(node, t.slice(1, -1));
     } else {
       const [, label, url] = /^\[([^\]]+)\]\(([^)\s]+)\)$/.exec(t);
-      if (SAFE_URL.test(url) && !/^\s*javascript:/i.test(url)) {
+      if (safeUrl(url)) {
         node = document.createElement("a");
         node.href = url;
         if (/^https?:/i.test(url)) node.rel = "noopener noreferrer";

@@ -220,6 +220,12 @@ fn the_web_app_in_chromium() {
             Ok(dir) => repo_root().join(dir),
             Err(_) => app.state.path().join("screenshots"),
         };
+        // The check below must see this run's screenshots, not older ones.
+        for entry in std::fs::read_dir(&shots).into_iter().flatten().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "png") {
+                std::fs::remove_file(entry.path()).unwrap();
+            }
+        }
         let out = Command::new("node")
             .arg("tests/app.test.mjs")
             .current_dir(&web)

@@ -60,7 +60,14 @@ try {
   page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   const urls = [];
-  page.on("request", (r) => urls.push(r.url()));
+  const replays = [];
+  page.on("request", async (r) => {
+    urls.push(r.url());
+    const url = new URL(r.url());
+    // allHeaders() includes what the network stack adds, Last-Event-ID among them.
+    const last = (await r.allHeaders().catch(() => ({})))["last-event-id"] || url.searchParams.get("after");
+    if (url.pathname === "/events" && last) replays.push(Number(last));
+  });
 
   step("the sign-in screen refuses a wrong key, then signs in by keyboard alone");
   await page.goto(URL_ + "/");
@@ -95,7 +102,7 @@ try {
   await page.keyboard.press("Enter");
   const reply = page.locator(".msg.them").last();
   await reply.locator(".meta", { hasText: "confidence" }).waitFor(WAIT);
-  await reply.locator(".meta", { hasText: " s" }).waitFor(WAIT);
+  await reply.locator(".meta", { hasText: /· \d+\.\d s$/ }).waitFor(WAIT);
   const seen = await page.evaluate(() => window.__seen);
   const final = await reply.locator(".text").textContent();
   assert.match(final, /tin away from light/);
@@ -119,6 +126,7 @@ try {
   await context.setOffline(false);
   await page.locator("#events li[data-type=reminder]", { hasText: "drink water" }).waitFor({ timeout: 60_000 });
   assert.equal(await page.locator("#events li[data-type=reminder]", { hasText: "stretch" }).count(), 1, "no event twice");
+  assert.ok(replays.length > 0 && replays.every((id) => id > 0), `reconnects resume after the last event: ${JSON.stringify(replays)}`);
 
   step("the inbox runs a door, shows the step trace, and a rec is snoozed then acted on");
   await page.getByRole("link", { name: "Inbox" }).click();
@@ -202,7 +210,9 @@ try {
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByRole("heading", { name: "Sign in to Mneme" }).waitFor(WAIT);
   assert.equal(await page.evaluate(async () => (await fetch("/session")).status), 401);
-  assert.deepEqual(consoleErrors.filter((e) => !/status of 401|net::ERR_INTERNET_DISCONNECTED|events/.test(e)), [], "no script errors");
+  // Expected: the wrong key's 401, the final /session 401, and the offline step's failed loads.
+  const expected = /status of 401|net::ERR_INTERNET_DISCONNECTED|EventSource's response has a MIME type/;
+  assert.deepEqual(consoleErrors.filter((e) => !expected.test(e)), [], "no script errors");
 } catch (e) {
   failed = true;
   console.error(e);

@@ -23,8 +23,15 @@ const POLL_MS: u64 = 1_000;
 const BACKLOG_MS: u64 = 24 * 3600 * 1000;
 
 pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
-    let last =
-        req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    // The header a reconnecting EventSource sends, else `?after=`, which a
+    // page that opens a new EventSource (which cannot set headers) uses.
+    let last = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .or(query.get("after").map(String::as_str))
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
     let after_id = match last {
         None => None,
         Some(v) => match v.parse::<i64>() {
@@ -33,7 +40,7 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
                 return err(ApiError::new(
                     StatusCode::BAD_REQUEST,
                     "invalid",
-                    "`Last-Event-ID` must be a non-negative integer",
+                    "`Last-Event-ID` (or `after`) must be a non-negative integer",
                 ));
             }
         },

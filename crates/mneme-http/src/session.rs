@@ -41,6 +41,9 @@ pub fn issue(key: &str, now_s: u64) -> String {
 /// The expiry of `token` when `key` signed it and it has not expired.
 pub fn verify(token: &str, key: &str, now_s: u64) -> Option<u64> {
     let (expiry, hex) = token.split_once('.')?;
+    if !expiry.bytes().all(|b| b.is_ascii_digit()) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
     let expiry: u64 = expiry.parse().ok()?;
     if expiry <= now_s || expiry > now_s + TTL_S || hex.len() != 64 {
         return None;
@@ -93,7 +96,11 @@ pub fn authenticate(
     configured: Option<&str>,
     now_s: u64,
 ) -> Result<Principal, ApiError> {
-    if headers.contains_key(header::AUTHORIZATION) {
+    // A bearer header is checked alone; any other Authorization scheme (a
+    // proxy's Basic credentials, say) leaves the cookie to decide.
+    let bearer =
+        headers.get_all(header::AUTHORIZATION).iter().any(|v| v.to_str().is_ok_and(|v| v.starts_with("Bearer ")));
+    if bearer {
         return require_bearer(headers, configured, "api_key").map(|()| Principal::Bearer);
     }
     let Some(token) = token(headers) else {
@@ -147,6 +154,8 @@ mod tests {
         let last = flipped.len() - 1;
         flipped[last] = if flipped[last] == b'0' { b'1' } else { b'0' };
         assert_eq!(verify(std::str::from_utf8(&flipped).unwrap(), "k3y", NOW), None);
+        let signed = format!("+{t}");
+        assert_eq!(verify(&signed, "k3y", NOW), None, "one spelling per token");
         for junk in ["", ".", "x.y", "123", &format!("{}.zz", NOW + 5), &format!("{}.{}", NOW + 5, "é".repeat(32))] {
             assert_eq!(verify(junk, "k3y", NOW), None, "{junk:?}");
         }
@@ -193,5 +202,9 @@ mod tests {
         assert_eq!(status(&with_cookie(&good), Method::GET, None).unwrap_err().0, 503);
         assert_eq!(status(&HeaderMap::new(), Method::GET, Some("k")).unwrap_err().0, 401);
         assert_eq!(status(&HeaderMap::new(), Method::GET, None).unwrap_err().0, 503);
+        // A proxy's Basic credentials do not hide the cookie.
+        let mut basic = with_cookie(&good);
+        basic.insert(header::AUTHORIZATION, "Basic dXNlcjpwdw==".parse().unwrap());
+        assert_eq!(status(&basic, Method::GET, Some("k")), Ok(Principal::Session(NOW + TTL_S)));
     }
 }

@@ -25,9 +25,8 @@ mod tasks;
 use mneme::memory::memory;
 use mneme::store::store;
 use mneme::types::types::StageError;
-use mneme_http::{ApiError, json, parse_json_body};
+use mneme_http::{ApiError, json};
 use serde_json::{Value, json};
-use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use spin_sdk::http_service;
 
@@ -132,21 +131,11 @@ async fn handle(req: Request) -> Reply {
         }
         "/memory/search" => allowed("GET"),
         "/memory/forget" if method == Method::POST => {
-            let body = match req.into_body().bytes().await {
-                Ok(b) => b,
-                Err(e) => {
-                    return err(ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "invalid-body",
-                        format!("the body could not be read: {e:?}"),
-                    ));
-                }
-            };
-            let v: Value = match parse_json_body(&body) {
+            let v = match knowledge::body_json(req, 64 * 1024).await {
                 Ok(v) => v,
                 Err(e) => return err(e),
             };
-            if !v.is_object() || !v.get("scope").is_some_and(Value::is_string) {
+            if !v.get("scope").is_some_and(Value::is_string) {
                 return err(ApiError::new(
                     StatusCode::BAD_REQUEST,
                     "invalid",

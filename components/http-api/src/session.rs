@@ -3,11 +3,11 @@
 //! whether the request is signed in; `DELETE` ends the session.
 
 use mneme_http::session::{self, Principal};
-use mneme_http::{ApiError, constant_time_eq, json, parse_json_body};
+use mneme_http::{ApiError, constant_time_eq, json};
 use serde_json::json;
-use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Method, Request, StatusCode};
 
+use crate::knowledge::bad;
 use crate::{Reply, err, reply};
 
 #[derive(serde::Deserialize)]
@@ -51,17 +51,10 @@ pub async fn route(req: Request, method: &Method, key: Option<&str>, now_s: u64)
                 ));
             };
             let secure = secure(&req);
-            let body = match req.into_body().bytes().await {
-                Ok(b) => b,
-                Err(e) => {
-                    return err(ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "invalid-body",
-                        format!("the body could not be read: {e:?}"),
-                    ));
-                }
-            };
-            let given: SignIn = match parse_json_body(&body) {
+            let given: SignIn = match crate::knowledge::body_json(req, 4 * 1024)
+                .await
+                .and_then(|v| serde_json::from_value(v).map_err(|e| bad("invalid", e.to_string())))
+            {
                 Ok(v) => v,
                 Err(e) => return err(e),
             };

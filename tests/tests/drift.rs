@@ -408,3 +408,53 @@ fn a_crashed_cycle_drifts_once_and_its_gist_reaches_the_next_conversation() {
         }
     }
 }
+
+/// A cycle that outlives its claim's lease (its thought is slow) loses the
+/// claim to a later tick: it writes nothing and answers 200 with
+/// `abandoned` (D-CL5); the later tick's drift is the one that stands.
+#[test]
+fn a_cycle_that_outlives_its_lease_is_abandoned() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let (model, app, ..) = model_app(&b, dir.path(), 0);
+        for (i, t) in PLAIN.iter().enumerate() {
+            chat(&app, t, T0 + i as u64 * MIN);
+        }
+        app.tick("consolidate", T0 + 6 * MIN, 1);
+        model.route(EPISODE, episode_answer(3, 3));
+        for (i, t) in PERSONAL.iter().enumerate() {
+            chat(&app, t, T0 + (7 + i as u64) * MIN);
+        }
+        app.tick("consolidate", T0 + 13 * MIN, 1);
+        let concepts = table(&app, "semantic_concepts", T0 + 13 * MIN);
+        let cello = seed_for(&[concept_index(&concepts, "cello")], concepts.len(), 1);
+        let content = "Ana could watch a video of the morning cello practice";
+        let at = T0 + 4 * H;
+        model.route(THOUGHT, Script { delay: Duration::from_secs(4), ..thought("hypothesis", content) });
+        let (slow, taker) = std::thread::scope(|s| {
+            let slow = s.spawn(|| {
+                let (t, seed) = (at.to_string(), cello.to_string());
+                let headers =
+                    [("authorization", CRON_AUTH), ("x-mneme-clock", t.as_str()), ("x-mneme-seed", seed.as_str())];
+                app.request("POST", "/tick/drift", &headers, None)
+            });
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while model.requests_with(THOUGHT).is_empty() {
+                assert!(Instant::now() < deadline, "the cycle never asked for its thought");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // While the first waits for its thought, its lease runs out on
+            // the test clock and the next tick takes the claim.
+            model.route(THOUGHT, thought("hypothesis", content));
+            let taker = app.tick("drift", at + LEASE_MS + 1, cello);
+            (slow.join().unwrap(), taker)
+        });
+        assert_eq!(taker["ran"], true, "{taker}");
+        assert_eq!(slow.status, 200, "{}", slow.body);
+        let result = &slow.json()["result"];
+        assert_eq!(result["ran"], false, "{result}");
+        assert!(result["abandoned"].as_str().unwrap().contains("claim"), "{result}");
+        assert_eq!(table(&app, "drift_log", at + LEASE_MS + 1).len(), 1, "only the taker's drift");
+    }
+}

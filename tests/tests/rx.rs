@@ -155,11 +155,13 @@ fn doors_observations_and_bad_input() {
         let mut titled = good.clone();
         titled["title"] = json!("../X");
         call(&app, "PUT", "/rx/doors/x", Some(titled), None).assert_error(400, "invalid");
-        for name in ["fit.ness", "..%2Fx", "X"] {
+        // `doors` is taken by the listing route `/rx/doors`.
+        for name in ["fit.ness", "..%2Fx", "X", "doors"] {
             let mut named = good.clone();
             named["name"] = json!(name);
-            call(&app, "PUT", &format!("/rx/doors/{name}"), Some(named), None).assert_error(404, "not-found");
+            call(&app, "PUT", &format!("/rx/doors/{name}"), Some(named), None).assert_error(400, "invalid");
         }
+        call(&app, "GET", "/rx/nowhere/artifacts", None, None).assert_error(404, "not-found");
         ok(call(&app, "PUT", "/rx/doors/x", Some(good), None), 200);
         // The rec store's ingest has its own token: unset answers 503.
         app.request("POST", "/v1/rx/recs", &[("x-rx-ingest-token", "anything")], Some(b"{}"))

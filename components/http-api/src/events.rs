@@ -25,25 +25,24 @@ const BACKLOG_MS: u64 = 24 * 3600 * 1000;
 pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
     // The header a reconnecting EventSource sends, else `?after=`, which a
     // page that opens a new EventSource (which cannot set headers) uses.
-    let last = req
-        .headers()
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .or(query.get("after").map(String::as_str))
-        .map(str::trim)
-        .filter(|v| !v.is_empty());
-    let after_id = match last {
-        None => None,
-        Some(v) => match v.parse::<i64>() {
-            Ok(n) if n >= 0 => Some(n),
-            _ => {
-                return err(ApiError::new(
+    // Both are checked when both come (present but empty is not a number);
+    // the header wins.
+    let parse = |v: Option<&str>| -> Result<Option<i64>, ApiError> {
+        match v.map(str::trim) {
+            None => Ok(None),
+            Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).map(Some).ok_or_else(|| {
+                ApiError::new(
                     StatusCode::BAD_REQUEST,
                     "invalid",
                     "`Last-Event-ID` (or `after`) must be a non-negative integer",
-                ));
-            }
-        },
+                )
+            }),
+        }
+    };
+    let header = req.headers().get("last-event-id").map(|v| v.to_str().unwrap_or("not text"));
+    let after_id = match (parse(header), parse(query.get("after").map(String::as_str))) {
+        (Ok(h), Ok(a)) => h.or(a),
+        (Err(e), _) | (_, Err(e)) => return err(e),
     };
     let window_s = match query.get("wait") {
         None => DEFAULT_WINDOW_S,

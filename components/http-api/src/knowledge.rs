@@ -195,17 +195,18 @@ async fn list(q: &HashMap<String, String>) -> Reply {
     let parsed = (|| {
         let limit = num(q, "limit", 50, 1, 500)?;
         let offset = num(q, "offset", 0, 0, 1_000_000)?;
-        if let Some(t) = q.get("type")
-            && mneme_knowledge::KnowledgeType::parse(t).is_none()
-        {
-            return Err(bad("invalid", "`type` must be framework, decision, standard, philosophy or reaction"));
-        }
+        let kind = match q.get("type").filter(|t| !t.trim().is_empty()) {
+            None => None,
+            Some(t) => Some(mneme_knowledge::KnowledgeType::parse(t).map(|k| k.as_str()).ok_or_else(|| {
+                bad("invalid", "`type` must be framework, decision, standard, philosophy or reaction")
+            })?),
+        };
         let include = match q.get("include_superseded").map(String::as_str) {
             None | Some("false") => false,
             Some("true") => true,
             Some(_) => return Err(bad("invalid", "`include_superseded` must be true or false")),
         };
-        Ok(json!({"limit": limit, "offset": offset, "type": q.get("type").map(|t| t.to_lowercase()),
+        Ok(json!({"limit": limit, "offset": offset, "type": kind,
                   "pattern": q.get("pattern"), "include_superseded": include}))
     })();
     match parsed {

@@ -107,11 +107,14 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
         };
     }
     if let Some(name) = path.strip_prefix("/rx/doors/") {
-        if !valid_name(name) {
-            return no_door();
-        }
         if method != Method::PUT {
             return allowed("PUT");
+        }
+        if !valid_name(name) {
+            return err(bad(
+                "invalid",
+                "a door name is 1 to 32 lowercase letters, digits and -, starts with a letter and is not `doors`",
+            ));
         }
         let config = match body_json(req, MAX_BODY).await {
             Ok(v) => v,

@@ -55,9 +55,15 @@ async fn create(req: Request, now: u64) -> Reply {
     };
     let checked = (|| {
         known_fields(&v, &["goal", "priority"])?;
-        let goal = v.get("goal").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        let raw = v.get("goal").and_then(Value::as_str).unwrap_or_default();
+        let goal = raw.trim();
         if goal.is_empty() {
             return Err(bad("invalid", "`goal` is required and must be a non-empty string"));
+        }
+        // The whole string counts toward the limit, as the description's
+        // maxLength says; the stage checks the trimmed goal's length.
+        if raw.chars().count() > *mneme_background::tasks::GOAL_CHARS.end() {
+            return Err(bad("invalid", "`goal` is at most 2,000 characters"));
         }
         if v.get("priority").is_some_and(|p| !p.is_null() && p.as_i64().is_none()) {
             return Err(bad("invalid", "`priority` is an integer from 1 (most urgent) to 10"));

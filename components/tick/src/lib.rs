@@ -95,6 +95,14 @@ async fn handle(req: Request) -> impl IntoResponse {
         Ok(result) => {
             json(StatusCode::OK, &json!({ "job": job, "took_ms": now_ms().saturating_sub(started), "result": result }))
         }
+        // A cycle whose claim another tick took over (it outlived its
+        // lease) wrote nothing: the scheduler's call did not fail, the
+        // work is the other tick's (D-CL5).
+        Err(e) if e.code == "conflict" => json(
+            StatusCode::OK,
+            &json!({ "job": job, "took_ms": now_ms().saturating_sub(started),
+                     "result": { "due": true, "ran": false, "abandoned": e.message } }),
+        ),
         Err(e) => ApiError::from_stage(&e.code, e.message).into_response(),
     }
 }

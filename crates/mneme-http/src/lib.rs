@@ -58,10 +58,17 @@ impl ApiError {
         let status = match code {
             "conflict" | "terminal" | "forced-decision" | "door-busy" => StatusCode::CONFLICT,
             "malformed-artifact" => StatusCode::UNPROCESSABLE_ENTITY,
-            "upstream" | "model-draft-rejected" => StatusCode::BAD_GATEWAY,
+            "upstream" | "model-draft-rejected" | "model-error" | "model-timeout" => StatusCode::BAD_GATEWAY,
             "invalid" | "bad-request" => StatusCode::BAD_REQUEST,
             "not-found" => StatusCode::NOT_FOUND,
-            "store-unavailable" | "model-unavailable" | "not-configured" => StatusCode::SERVICE_UNAVAILABLE,
+            // A service the app depends on (a store, the model, the
+            // embedding host) is down, or the deployment is missing a
+            // setting, a permission or a migration: nothing the request
+            // could change, and worth retrying once an operator has looked.
+            "store-unavailable" | "model-unavailable" | "not-configured" | "embedding-failed" | "config"
+            | "access-denied" | "migration" => StatusCode::SERVICE_UNAVAILABLE,
+            // `internal`, `decode`, `bad-sql` and any code not listed: a
+            // fault in Mneme itself.
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, code, message)
@@ -280,6 +287,13 @@ mod tests {
         assert_eq!(ApiError::from_stage("not-configured", "x").status, 503);
         assert_eq!(ApiError::from_stage("conflict", "x").status, 409);
         assert_eq!(ApiError::from_stage("bad-sql", "x").status, 500);
+        for unavailable in ["embedding-failed", "config", "access-denied", "migration"] {
+            assert_eq!(ApiError::from_stage(unavailable, "x").status, 503, "{unavailable}");
+        }
+        for upstream in ["model-error", "model-timeout", "upstream"] {
+            assert_eq!(ApiError::from_stage(upstream, "x").status, 502, "{upstream}");
+        }
+        assert_eq!(ApiError::from_stage("decode", "x").status, 500);
     }
 }
 

@@ -1183,6 +1183,7 @@ pub async fn vault(_: J) -> Result<J> {
 /// `{door}` → the artifacts of a door, newest first (the vault's folder).
 pub async fn artifacts(r: Begin) -> Result<J> {
     let stores = Stores::open().await?;
+    load_door(&stores.sql, &r.door).await?;
     let rows = stores
         .sql
         .query(

@@ -47,7 +47,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { memory_bytes: 256 << 20, timeout: Duration::from_secs(120), max_body_bytes: 4 << 20 }
+        Self { memory_bytes: 256 << 20, timeout: Duration::from_secs(420), max_body_bytes: 4 << 20 }
     }
 }
 

@@ -90,8 +90,9 @@ struct UpArgs {
     /// Memory cap of one request's instance, in MiB.
     #[arg(long, default_value_t = 256)]
     max_memory_mb: usize,
-    /// Time limit of one request, in seconds.
-    #[arg(long, default_value_t = 120)]
+    /// Time limit of one request, in seconds: above `/chat`'s own 360 s,
+    /// so a long ACT loop ends its stream itself (D-F12).
+    #[arg(long, default_value_t = 420)]
     request_timeout_secs: u64,
 }
 

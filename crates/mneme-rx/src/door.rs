@@ -11,12 +11,17 @@ pub const MAX_NAME: usize = 32;
 /// A door has at most this many components.
 pub const MAX_COMPONENTS: usize = 16;
 
+/// Names a door may not take because a route already uses them
+/// (`/rx/doors` lists the doors).
+pub const RESERVED_NAMES: [&str; 1] = ["doors"];
+
 /// A door name as it appears in `/rx/{door}`: lowercase ASCII letters,
-/// digits and `-`, starting with a letter. Nothing else ever reaches a path
-/// or a query.
+/// digits and `-`, starting with a letter, and not reserved. Nothing else
+/// ever reaches a path or a query.
 pub fn valid_name(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()
+        && !RESERVED_NAMES.contains(&name)
         && b.len() <= MAX_NAME
         && b[0].is_ascii_lowercase()
         && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
@@ -379,7 +384,7 @@ mod tests {
         for ok in ["fitness", "finance", "a", "door-2"] {
             assert!(valid_name(ok), "{ok}");
         }
-        for bad in ["", "Fitness", "../etc", "a/b", "a.b", "2door", "a b", "fitness%2F", &"x".repeat(33)] {
+        for bad in ["", "Fitness", "../etc", "a/b", "a.b", "2door", "a b", "fitness%2F", "doors", &"x".repeat(33)] {
             assert!(!valid_name(bad), "{bad}");
         }
         assert!(

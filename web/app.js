@@ -217,6 +217,15 @@ function onProactive(msg) {
     if (ev.id <= lastEventId) return;
     lastEventId = ev.id;
   }
+  // A tool reply whose chat stream stopped waiting fills its place in the chat.
+  if (ev.type === "tool_result" && ev.payload?.request_id) {
+    const pending = document.querySelector(`.msg.them[data-request-id="${CSS.escape(ev.payload.request_id)}"]`);
+    if (pending) {
+      pending.querySelector(".text").textContent = ev.payload.text || "";
+      pending.querySelector(".meta").textContent = modeLine(ev.payload.mode, ev.payload.confidence, ev.payload.topic ? `topic ${ev.payload.topic}` : "");
+      pending.dataset.mode = ev.payload.mode || "";
+    }
+  }
   feed.push(ev);
   if (feed.length > 50) feed.shift();
   const list = document.getElementById("events");
@@ -244,7 +253,7 @@ function startEvents() {
   // A new source resumes after the last event this page showed; the
   // browser's own reconnects send Last-Event-ID.
   source = new EventSource(lastEventId ? `/events?after=${lastEventId}` : "/events", { withCredentials: true });
-  for (const type of ["drift", "task", "reminder", "notification", "tool"]) source.addEventListener(type, onProactive);
+  for (const type of ["drift", "task", "reminder", "notification", "tool", "tool_result"]) source.addEventListener(type, onProactive);
   source.addEventListener("open", () => {
     retryDelay = 1000;
     document.getElementById("events-state")?.replaceChildren("Live");
@@ -298,6 +307,8 @@ function modeLine(mode, confidence, extra) {
 const STAGES = {
   processing: "Reading your message…",
   thinking: "Thinking…",
+  tools: "Asking the tools…",
+  deferred: "The tools are still working; the reply will appear here when it is ready.",
   still_working: "Still working…",
 };
 
@@ -359,9 +370,12 @@ function chatView() {
         if (res.status === 401) signedOut();
         throw new ApiError(res.status, data.error.code, data.error.message);
       }
+      reply.li.dataset.requestId = res.headers.get("x-request-id") || "";
       await readSse(res, (name, data) => {
         if (name === "status") {
-          if (data.stage === "acting") {
+          if (data.stage === "tools") {
+            reply.meta.textContent = `Asking ${(data.tools || []).join(", ")}…`;
+          } else if (data.stage === "acting") {
             reply.progress.append(h("li", {}, `Step ${data.iteration}: ${(data.actions || []).join(", ") || "no action"}`));
           } else {
             reply.meta.textContent = STAGES[data.stage] || data.stage;

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -18,7 +19,7 @@ pub struct Recorded {
     pub body: String,
 }
 
-type Answers = Arc<Mutex<HashMap<String, (u16, String)>>>;
+type Answers = Arc<Mutex<HashMap<String, (u16, String, Duration)>>>;
 
 pub struct JsonServer {
     /// `host:port`.
@@ -46,7 +47,12 @@ impl JsonServer {
 
     /// Answers `method path` with `status` and `body`.
     pub fn set(&self, method: &str, path: &str, status: u16, body: &serde_json::Value) {
-        self.answers.lock().unwrap().insert(format!("{method} {path}"), (status, body.to_string()));
+        self.set_delayed(method, path, status, body, Duration::ZERO);
+    }
+
+    /// Answers `method path` after `delay` (a slow tool, a slow source).
+    pub fn set_delayed(&self, method: &str, path: &str, status: u16, body: &serde_json::Value, delay: Duration) {
+        self.answers.lock().unwrap().insert(format!("{method} {path}"), (status, body.to_string(), delay));
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -58,7 +64,11 @@ impl JsonServer {
     }
 }
 
-fn serve(mut s: std::net::TcpStream, answers: &Mutex<HashMap<String, (u16, String)>>, log: &Mutex<Vec<Recorded>>) {
+fn serve(
+    mut s: std::net::TcpStream,
+    answers: &Mutex<HashMap<String, (u16, String, Duration)>>,
+    log: &Mutex<Vec<Recorded>>,
+) {
     let Some((head, body)) = crate::wire::read_request(&mut s) else { return };
     let mut lines = head.lines();
     let first: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
@@ -75,7 +85,10 @@ fn serve(mut s: std::net::TcpStream, answers: &Mutex<HashMap<String, (u16, Strin
     };
     let answer = answers.lock().unwrap().get(&format!("{method} {path}")).cloned();
     let (status, body) = match answer {
-        Some(a) => a,
+        Some((status, body, delay)) => {
+            std::thread::sleep(delay);
+            (status, body)
+        }
         None if method == "POST" && path == "/v1/rx/recs" => (201, format!("{{\"id\": \"ext-{inserts}\"}}")),
         None => (404, "{\"error\": {\"code\": \"not-found\", \"message\": \"nothing here\"}}".into()),
     };

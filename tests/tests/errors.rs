@@ -388,6 +388,13 @@ fn scripted(b: &BackendEnv, app: &App) -> Vec<(&'static str, u16, Resp)> {
     out.push(("runDoor", 502, call("POST", "/rx/probe", None)));
     hold_door(b, app, "learning");
     out.push(("runDoor", 409, call("POST", "/rx/learning", None)));
+    // Tools: at most 32.
+    let tool = |i: usize| json!({"description": format!("Tool number {i}."), "url": "http://127.0.0.1:8091/x"});
+    for i in 0..32 {
+        let r = call("PUT", &format!("/tools/t{i}"), Some(tool(i)));
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    out.push(("putTool", 409, call("PUT", "/tools/t32", Some(tool(32)))));
     out
 }
 

@@ -9,6 +9,7 @@
 use std::process::Command;
 
 use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
+use mneme_e2e::json_server::JsonServer;
 use mneme_e2e::{App, BACKENDS, BackendEnv, CRON_TOKEN, TEST_KEY, repo_root, test_env};
 use serde_json::{Value, json};
 
@@ -19,8 +20,13 @@ const PLAN: &str = "You break one of the principal's long-running goals";
 const EXTRACT: &str = "You extract the principal's judgement";
 
 fn start(b: &BackendEnv, model: Option<&FakeModel>) -> App {
+    start_with(b, model, &[])
+}
+
+fn start_with(b: &BackendEnv, model: Option<&FakeModel>, extra: &[(&str, String)]) -> App {
     let mut env = test_env(b, model);
     env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
     App::start("spin.toml", &env)
 }
 
@@ -176,6 +182,12 @@ fn model() -> FakeModel {
         Script::json(json!({"branch": "act", "mode": "ACT", "tools": [], "skills": ["schedule"],
             "confidence_internal": 0.8, "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
     );
+    // The train question goes to the `trains` tool (Path B).
+    model.route(
+        "next train to Leeds",
+        Script::json(json!({"branch": "act", "mode": "ACT", "tools": ["trains"], "skills": [],
+            "confidence_internal": 0.2, "confidence_tool_need": 0.9, "freshness_risk": 0.8, "reasoning": "scripted"})),
+    );
     model.route(marker::TRIAGE, triage_answer("RESPOND"));
     model
 }
@@ -195,8 +207,23 @@ fn the_web_app_in_chromium() {
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let model = model();
-        let app = start(&b, Some(&model));
+        // A tool slower than the chat waits: its reply comes through /events.
+        let tools = JsonServer::start();
+        tools.set_delayed(
+            "POST",
+            "/trains",
+            200,
+            &json!({"result": "Leeds: 9:40 from platform 2"}),
+            std::time::Duration::from_millis(3_000),
+        );
+        let app = start_with(
+            &b,
+            Some(&model),
+            &[("SPIN_VARIABLE_TOOL_HOST", tools.addr.clone()), ("SPIN_VARIABLE_CHAT_TOOL_WAIT_MS", "1000".into())],
+        );
         let now = now_ms();
+        let trains = json!({"description": "Looks up train departures.", "url": tools.url("/trains")});
+        assert_eq!(app.call("PUT", "/tools/trains", Some(trains), now).status, 200);
         // Signals for the fitness door and a document its evidence cites.
         let seed = |path: &str, body: Value| {
             let r = app.call("POST", path, Some(body), now);

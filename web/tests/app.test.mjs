@@ -128,6 +128,18 @@ try {
   assert.equal(await page.locator("#events li[data-type=reminder]", { hasText: "stretch" }).count(), 1, "no event twice");
   assert.ok(replays.length > 0 && replays.every((id) => id > 0), `reconnects resume after the last event: ${JSON.stringify(replays)}`);
 
+  step("a tool's reply that takes longer than the chat waits fills in from /events");
+  await page.getByLabel("Message").fill("When is the next train to Leeds?");
+  await page.keyboard.press("Enter");
+  const waiting = page.locator(".msg.them").last();
+  await waiting.locator(".meta", { hasText: "The tools are still working" }).waitFor(WAIT);
+  assert.ok(await waiting.getAttribute("data-request-id"), "the reply waits under its request id");
+  const held = await waiting.elementHandle();
+  await page.waitForFunction((el) => el.dataset.mode === "RESPOND", held, { timeout: 60_000 });
+  assert.match(await held.evaluate((el) => el.querySelector(".text").textContent), /Tea keeps best/);
+  assert.match(await held.evaluate((el) => el.querySelector(".meta").textContent), /mode RESPOND · confidence \d\.\d\d/);
+  await page.locator("#events li[data-type=tool_result]").first().waitFor(WAIT);
+
   step("the inbox runs a door, shows the step trace, and a rec is snoozed then acted on");
   await page.getByRole("link", { name: "Inbox" }).click();
   await page.getByRole("heading", { name: "Recommendations", exact: true }).waitFor(WAIT);

@@ -1,5 +1,6 @@
-//! The `act` stage (`mneme:act`): the innate actions of the ACT loop. A thin
-//! adapter over `mneme_pipeline::act`.
+//! The `act` stage (`mneme:act`): the innate actions of the ACT loop and
+//! Path B's tools. A thin adapter over `mneme_pipeline::act` and
+//! `mneme_pipeline::tools`.
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/act"],
@@ -10,7 +11,7 @@ spin_sdk::wit_bindgen::generate!({
 
 use exports::mneme::act::act::Guest;
 use mneme::types::types::StageError;
-use mneme_pipeline::{Fail, run};
+use mneme_pipeline::{Fail, run, tools};
 
 struct Stage;
 
@@ -25,6 +26,46 @@ impl Guest for Stage {
 
     async fn log_iteration(request: String) -> Result<String, StageError> {
         run(&request, mneme_pipeline::act::log_iteration).await.map_err(err)
+    }
+
+    async fn put_tool(request: String) -> Result<String, StageError> {
+        run(&request, tools::put).await.map_err(err)
+    }
+
+    async fn list_tools(request: String) -> Result<String, StageError> {
+        run(&request, tools::list).await.map_err(err)
+    }
+
+    async fn delete_tool(request: String) -> Result<String, StageError> {
+        run(&request, tools::delete).await.map_err(err)
+    }
+
+    async fn relevant_tools(request: String) -> Result<String, StageError> {
+        run(&request, tools::relevant).await.map_err(err)
+    }
+
+    async fn enqueue_tool_work(request: String) -> Result<String, StageError> {
+        run(&request, tools::enqueue).await.map_err(err)
+    }
+
+    async fn claim_tool_work(request: String) -> Result<String, StageError> {
+        run(&request, tools::claim).await.map_err(err)
+    }
+
+    async fn call_tool(request: String) -> Result<String, StageError> {
+        run(&request, tools::call_named).await.map_err(err)
+    }
+
+    async fn critic_rate(request: String) -> Result<String, StageError> {
+        run(&request, tools::critic_rate).await.map_err(err)
+    }
+
+    async fn finish_tool_work(request: String) -> Result<String, StageError> {
+        run(&request, tools::finish).await.map_err(err)
+    }
+
+    async fn take_tool_reply(request: String) -> Result<String, StageError> {
+        run(&request, tools::take).await.map_err(err)
     }
 }
 

@@ -5,8 +5,9 @@
 //! that sends its frames through a channel. A writer task forwards them and
 //! adds the keepalive comment (15 s), `status: still_working` (20 s) and the
 //! hard timeout (360 s). Order: screen (intent, social filter) → Phase A →
-//! Path A (social exit) or triage → Path C (router → ACT loop → generation)
-//! → Phase D commit → `message` → `done`.
+//! Path A (social exit) or triage → Path B (tool work queued for the worker
+//! behind `/tick/tools`, its reply awaited) or Path C (router → ACT loop →
+//! generation) → Phase D commit → `message` → `done`.
 
 use std::time::Duration;
 
@@ -361,8 +362,7 @@ async fn pipeline_steps(
         memory_confidence: ctx.memory_confidence,
         gist_count: ctx.gists.len(),
         fact_count: ctx.facts.len(),
-        // TODO(#3): the external tools of Path B; none is registered yet.
-        tools: Vec::new(),
+        tools: configured_tools().await?,
     };
     let t0 = clock::system_ms();
     let answer = llm::complete(CompletionRequest {
@@ -389,8 +389,25 @@ async fn pipeline_steps(
         .await?,
     )?;
 
-    // Path C: the mode router decides unless triage chose to act.
     steps.mark("triage");
+    // Path B: triage chose to act with tools (named, or relevant to the
+    // message when it named none but tools exist; D-C19).
+    if triaged.mode == Mode::Act {
+        let tools = if !triaged.tools.is_empty() {
+            triaged.tools.clone()
+        } else if !input.tools.is_empty() {
+            relevant_tools(&msg.text).await?
+        } else {
+            Vec::new()
+        };
+        if !tools.is_empty() {
+            let waited = path_b(out, msg, request_id, &exchange_id, &ctx, &intent, &tools, now).await?;
+            steps.mark("tool_work");
+            return Ok(model_ms + waited);
+        }
+    }
+
+    // Path C: the mode router decides unless triage chose to act.
     let mut router_confidence = 1.0;
     let mut mode = if triaged.mode == Mode::Act {
         Mode::Act
@@ -457,6 +474,119 @@ async fn pipeline_steps(
     steps.mark("commit");
     Ok(model_ms)
 }
+
+/// The configured tools, as triage reads them: `(name, description)`.
+async fn configured_tools() -> Result<Vec<(String, String)>, StageError> {
+    let v: Value = decode(&act_stage::list_tools("{}".into()).await?)?;
+    Ok(v["tools"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| Some((t["name"].as_str()?.to_string(), t["description"].as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The tools whose description is close to the message.
+async fn relevant_tools(text: &str) -> Result<Vec<String>, StageError> {
+    let v: Value = decode(&act_stage::relevant_tools(json!({"text": text}).to_string()).await?)?;
+    Ok(v["tools"]
+        .as_array()
+        .map(|ts| ts.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect())
+        .unwrap_or_default())
+}
+
+/// How long the stream waits for the tool worker's reply before leaving
+/// it to `/events` (variable `chat_tool_wait_ms`, default 60 s, at most
+/// 300 s so the stream ends well before the hard timeout).
+async fn tool_wait_ms() -> u64 {
+    spin_sdk::variables::get("chat_tool_wait_ms")
+        .await
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(60_000, |ms| ms.min(300_000))
+}
+
+/// Path B (§5): the cycle record, the job on `tool-queue` with
+/// `sse_pending:{request_id}`, then the wait for the tool worker's reply.
+/// It reaches this stream when it is ready in time, else `/events` (a
+/// `tool_result` event). Returns the time spent waiting.
+#[allow(clippy::too_many_arguments)]
+async fn path_b(
+    out: &mut Out,
+    msg: &Message,
+    request_id: &str,
+    exchange_id: &str,
+    ctx: &Assembled,
+    intent: &Intent,
+    tools: &[String],
+    now: u64,
+) -> Result<u64, StageError> {
+    let cycle_id = new_id();
+    let queued: Vec<Value> = tools.iter().map(|t| json!({"type": t, "params": {}})).collect();
+    act_stage::log_iteration(
+        json!({"loop_id": cycle_id, "exchange_id": exchange_id, "iteration_number": 0, "actions": queued,
+               "results": [], "execution_time_ms": 0, "cost": 0.0, "fatigue": 0.0,
+               "mode": "ACT (Path B: tool work queued)", "termination_reason": null, "now_ms": now})
+        .to_string(),
+    )
+    .await?;
+    let payload = json!({
+        "cycle_id": cycle_id, "request_id": request_id, "exchange_id": exchange_id, "thread_id": msg.thread_id,
+        "source": msg.source, "text": msg.text, "topic": ctx.topic, "intent": intent, "tools": tools,
+        "context_snapshot": {"warmth": ctx.warmth, "tool_hints": tools, "exchange_id": exchange_id},
+        "context": ctx, "now_ms": now,
+    });
+    let queued: Value = decode(
+        &act_stage::enqueue_tool_work(json!({"request_id": request_id, "payload": payload, "now_ms": now}).to_string())
+            .await?,
+    )?;
+    let job_id = queued["job_id"].as_i64().unwrap_or_default();
+    out.event("status", json!({"stage": "tools", "tools": tools, "job_id": job_id}));
+    let (started, wait) = (clock::system_ms(), tool_wait_ms().await);
+    loop {
+        let give_up = clock::system_ms().saturating_sub(started) >= wait;
+        let taken: Value = decode(
+            &act_stage::take_tool_reply(
+                json!({"job_id": job_id, "request_id": request_id, "give_up": give_up}).to_string(),
+            )
+            .await?,
+        )?;
+        match taken["state"].as_str() {
+            Some("chat") => {
+                let r = &taken["result"];
+                if taken["status"] == "done" && r["text"].is_string() {
+                    out.event(
+                        "message",
+                        json!({"text": r["text"], "topic": r["topic"], "mode": r["mode"], "confidence": r["confidence"],
+                               "exchange_id": r["exchange_id"], "source": r["source"]}),
+                    );
+                } else {
+                    let why = r["error"].as_str().unwrap_or("the tool worker failed");
+                    out.event(
+                        "error",
+                        json!({"message": format!("The tools could not finish: {why}."), "recoverable": true}),
+                    );
+                }
+                break;
+            }
+            Some("events") => {
+                out.event(
+                    "status",
+                    json!({"stage": "deferred", "job_id": job_id,
+                           "detail": "the tools are still working; the reply will arrive on /events as a tool_result event"}),
+                );
+                break;
+            }
+            _ => spin_sdk::time::sleep(Duration::from_millis(TOOL_POLL_MS)).await,
+        }
+    }
+    Ok(clock::system_ms().saturating_sub(started))
+}
+
+/// How often the stream looks for the tool worker's reply.
+const TOOL_POLL_MS: u64 = 200;
 
 /// The deterministic replies of the social exit (D-C7).
 fn social_reply(social: SocialMode, text: &str, ctx: &Assembled) -> (Mode, String) {

@@ -21,6 +21,7 @@ mod knowledge;
 mod rx;
 mod session;
 mod tasks;
+mod tools;
 
 use mneme::memory::memory;
 use mneme::store::store;
@@ -98,6 +99,9 @@ async fn handle(req: Request) -> Reply {
     }
     if tasks::handles(&path) {
         return tasks::route(req, &path, &query).await;
+    }
+    if tools::handles(&path) {
+        return tools::route(req, &path).await;
     }
     let allowed = |m: &str| err(ApiError::method_not_allowed(m));
     match path.as_str() {

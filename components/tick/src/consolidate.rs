@@ -10,6 +10,7 @@
 use crate::mneme::consolidate::consolidate;
 use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::types::types::StageError;
+use crate::parse;
 use mneme_background::consolidate::{self as rules, EpisodeBrief, Exchange};
 use mneme_background::cycle::RULES_LABEL;
 use serde_json::{Value, json};
@@ -19,10 +20,6 @@ pub const LEASE_MS: u64 = 120_000;
 /// No new job starts after this much of one tick.
 const BUDGET_MS: u64 = 20_000;
 const MODEL_TIMEOUT_MS: u32 = 30_000;
-
-fn parse(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or(Value::Null)
-}
 
 /// Runs jobs until the queues are empty or the budget is spent.
 pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {

@@ -8,6 +8,7 @@
 use crate::mneme::drift::drift;
 use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::types::types::StageError;
+use crate::parse;
 use mneme_background::cycle::RULES_LABEL;
 use mneme_background::drift::{self as rules, Activated, Thought};
 use serde_json::{Value, json};
@@ -17,10 +18,6 @@ pub const LEASE_MS: u64 = 120_000;
 const MODEL_TIMEOUT_MS: u32 = 20_000;
 /// Tries at a readable thought (the reference's).
 const ATTEMPTS: usize = 3;
-
-fn parse(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or(Value::Null)
-}
 
 /// Runs a cycle if one is due. `clock` gives the time of each step.
 pub async fn cycle(now: u64, seed: u64, utc_offset_minutes: i64, clock: impl Fn() -> u64) -> Result<Value, StageError> {

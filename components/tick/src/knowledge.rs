@@ -7,6 +7,7 @@
 use crate::mneme::knowledge::knowledge;
 use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::types::types::StageError;
+use crate::parse;
 use mneme_knowledge::governor::{self, MERGE_COSINE_DEFAULT};
 use mneme_knowledge::{extract, rules};
 use serde_json::{Value, json};
@@ -21,10 +22,6 @@ const STANCE_TIMEOUT_MS: u32 = 20_000;
 
 fn stage(e: StageError) -> String {
     format!("{}: {}", e.code, e.message)
-}
-
-fn parse(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or(Value::Null)
 }
 
 /// The merge threshold from the variable `knowledge_merge_threshold`.

@@ -22,6 +22,7 @@ mod drift;
 mod knowledge;
 mod reflect;
 mod tasks;
+mod tools;
 
 use mneme::memory::memory;
 use mneme::store::store;
@@ -78,6 +79,7 @@ async fn handle(req: Request) -> impl IntoResponse {
                 Err(e) => return e.into_response(),
             }
         }
+        "tools" => tools::drain(now_ms).await,
         "regulate" => reflect::regulate(clock(&req, started).await).await,
         "reflect" => {
             let fixed = clock(&req, started).await;
@@ -86,7 +88,7 @@ async fn handle(req: Request) -> impl IntoResponse {
         }
         _ => {
             return ApiError::not_found(format!(
-                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, consolidate, tasks, drift, regulate, reflect"
+                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, consolidate, tasks, tools, drift, regulate, reflect"
             ))
                 .into_response();
         }
@@ -157,4 +159,14 @@ fn new_id() -> String {
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A stage's JSON answer (`null` when it is not JSON).
+pub(crate) fn parse(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or(serde_json::Value::Null)
+}
+
+/// An `internal` stage error.
+pub(crate) fn internal(message: String) -> mneme::types::types::StageError {
+    mneme::types::types::StageError { code: "internal".into(), message }
 }

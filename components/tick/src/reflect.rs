@@ -8,16 +8,13 @@
 use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::router::router;
 use crate::mneme::types::types::StageError;
+use crate::parse;
 use mneme_background::regulator::{self as rules, parse_reflection};
 use serde_json::{Value, json};
 
 /// The batch's claim outlasts five model calls.
 pub const LEASE_MS: u64 = 300_000;
 const MODEL_TIMEOUT_MS: u32 = 45_000;
-
-fn parse(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or(Value::Null)
-}
 
 pub async fn regulate(now: u64) -> Result<Value, StageError> {
     Ok(parse(&router::regulate(json!({"now_ms": now}).to_string()).await?))

@@ -10,6 +10,7 @@ use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::tasks::tasks;
 use crate::mneme::types::types::StageError;
 use crate::now_ms;
+use crate::{internal, parse};
 use mneme_background::cycle::{self, Progress};
 use mneme_background::tasks::{ACT_PROMPT, PLAN_PROMPT, STEPS_PER_CYCLE, Step, loop_limits, next_run};
 use mneme_conversation::act::{Action, LoopState, Termination};
@@ -24,14 +25,6 @@ pub const LEASE_MS: u64 = 300_000;
 /// cumulative limit still bounds the loop.
 const BUDGET_MS: u64 = 90_000;
 const ITERATION_TIMEOUT_MS: u32 = 30_000;
-
-fn parse(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or(Value::Null)
-}
-
-fn internal(message: String) -> StageError {
-    StageError { code: "internal".into(), message }
-}
 
 /// Asks the model for a plan, or takes the rules' when none is configured.
 async fn decompose(goal: &str, model: &llm::ModelStatus) -> (Result<mneme_background::tasks::Plan, String>, String) {

@@ -11,6 +11,7 @@ pub mod intent;
 pub mod mode;
 pub mod router;
 pub mod social;
+pub mod tools;
 pub mod topic;
 pub mod triage;
 pub mod words;

@@ -9,7 +9,7 @@ use mneme_store::{Sql, Stores, Value};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::{Result, json_text, wm};
+use crate::{Fail, Result, json_text, wm};
 
 pub use mneme_background::consolidate::{CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE};
 /// An episode is due after this many exchanges on the thread…
@@ -180,12 +180,14 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
     Ok(jobs)
 }
 
-/// Puts a job on a durable queue.
-pub async fn enqueue(sql: &Sql, queue: &str, reference: Option<&str>, payload: &str, now_ms: u64) -> Result<()> {
-    sql.execute(
-        "INSERT INTO jobs (queue, ref, payload, status, attempts, lease_until_ms, created_ms, updated_ms) VALUES ($1, $2, $3, 'queued', 0, 0, $4, $4)",
-        &[queue.into(), reference.into(), payload.into(), Value::Int(now_ms as i64)],
-    )
-    .await?;
-    Ok(())
+/// Puts a job on a durable queue; its id.
+pub async fn enqueue(sql: &Sql, queue: &str, reference: Option<&str>, payload: &str, now_ms: u64) -> Result<i64> {
+    let rows = sql
+        .query(
+            "INSERT INTO jobs (queue, ref, payload, status, attempts, lease_until_ms, created_ms, updated_ms)
+             VALUES ($1, $2, $3, 'queued', 0, 0, $4, $4) RETURNING id",
+            &[queue.into(), reference.into(), payload.into(), Value::Int(now_ms as i64)],
+        )
+        .await?;
+    Ok(rows.first().ok_or_else(|| Fail::new("internal", "no job id returned"))?.i64("id")?)
 }

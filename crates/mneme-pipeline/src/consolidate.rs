@@ -34,34 +34,12 @@ pub struct ClaimRequest {
 pub async fn claim(r: ClaimRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
-    let now = r.now_ms as i64;
     let queues = [CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE];
-    let mut params: Vec<Value> = vec![now.into(), MAX_ATTEMPTS.into()];
-    params.extend(queues.iter().map(|q| Value::from(*q)));
-    sql.execute(
-        &format!(
-            "UPDATE jobs SET status = 'failed', claim = NULL, updated_ms = $1,
-                result = 'gave up: the job did not finish in ' || attempts || ' attempts'
-             WHERE queue IN ({}) AND status = 'running' AND lease_until_ms < $1 AND attempts >= $2",
-            in_list(3, 3)
-        ),
-        &params,
-    )
-    .await?;
-    let token = random_hex(8);
-    let mut params: Vec<Value> = vec![token.as_str().into(), (now + r.lease_ms as i64).into(), now.into()];
-    params.extend(queues.iter().map(|q| Value::from(*q)));
-    // On PostgreSQL a worker that loses the race for a row gets nothing
-    // back though other jobs wait: it tries again, a few times.
-    let mut rows = Vec::new();
-    for _ in 0..CLAIM_TRIES {
-        rows = claim_one(sql, &params).await?;
-        if !rows.is_empty() || !claimable(sql, now).await? {
-            break;
-        }
-    }
-    let Some(row) = rows.first() else { return Ok(json!({"job": null})) };
-    let (id, queue) = (row.i64("id")?, row.text("queue")?);
+    let give_up = "'gave up: the job did not finish in ' || attempts || ' attempts'";
+    let Some(row) = claim_job(sql, &queues, r.now_ms, r.lease_ms, MAX_ATTEMPTS, give_up).await? else {
+        return Ok(json!({"job": null}));
+    };
+    let (id, queue, token) = (row.i64("id")?, row.text("queue")?, row.text("claim")?);
     let payload: J = serde_json::from_str(&row.text("payload")?).unwrap_or(J::Null);
     let input = match queue.as_str() {
         CHUNKER_QUEUE => chunker_input(sql, &payload).await?,
@@ -77,32 +55,71 @@ pub async fn claim(r: ClaimRequest) -> Result<J> {
 /// Claim attempts when another worker wins the race for a row.
 const CLAIM_TRIES: usize = 3;
 
-/// Claims the oldest claimable job: queued, or running with its lease out.
-async fn claim_one(sql: &Sql, params: &[Value]) -> Result<Vec<mneme_store::Row>> {
-    Ok(sql
-        .query(
-            &format!(
-                "UPDATE jobs SET status = 'running', claim = $1, lease_until_ms = $2, attempts = attempts + 1, updated_ms = $3
-                 WHERE id = (SELECT id FROM jobs WHERE queue IN ({0}) AND status IN ('queued', 'running')
-                             AND lease_until_ms < $3 ORDER BY id LIMIT 1)
-                   AND status IN ('queued', 'running') AND lease_until_ms < $3
-                 RETURNING id, queue, payload, attempts",
-                in_list(4, 3)
-            ),
-            params,
-        )
-        .await?)
-}
-
-/// Whether any consolidation job is claimable now.
-async fn claimable(sql: &Sql, now: i64) -> Result<bool> {
-    let rows = sql
-        .query(
-            "SELECT count(*) AS n FROM jobs WHERE queue IN ($1, $2, $3) AND status IN ('queued', 'running') AND lease_until_ms < $4",
-            &[CHUNKER_QUEUE.into(), EPISODIC_QUEUE.into(), SEMANTIC_QUEUE.into(), now.into()],
-        )
-        .await?;
-    Ok(rows.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0) > 0)
+/// Claims the oldest job of `queues` in the `jobs` table that is queued, or
+/// running with its lease out, under a fresh claim token and lease; first
+/// fails the jobs whose lease ran out `max_attempts` times, with
+/// `give_up_sql` (an SQL expression) as their result. The row has `id`,
+/// `queue`, `payload`, `attempts` and `claim`.
+pub async fn claim_job(
+    sql: &Sql,
+    queues: &[&str],
+    now_ms: u64,
+    lease_ms: u64,
+    max_attempts: i64,
+    give_up_sql: &str,
+) -> Result<Option<mneme_store::Row>> {
+    let now = now_ms as i64;
+    let n = queues.len();
+    let mut params: Vec<Value> = vec![now.into(), max_attempts.into()];
+    params.extend(queues.iter().map(|q| Value::from(*q)));
+    sql.execute(
+        &format!(
+            "UPDATE jobs SET status = 'failed', claim = NULL, updated_ms = $1, result = {give_up_sql}
+             WHERE queue IN ({}) AND status = 'running' AND lease_until_ms < $1 AND attempts >= $2",
+            in_list(3, n)
+        ),
+        &params,
+    )
+    .await?;
+    let token = random_hex(8);
+    let mut params: Vec<Value> = vec![token.as_str().into(), (now + lease_ms as i64).into(), now.into()];
+    params.extend(queues.iter().map(|q| Value::from(*q)));
+    // On PostgreSQL a worker that loses the race for a row gets nothing
+    // back though other jobs wait: it tries again, a few times.
+    for _ in 0..CLAIM_TRIES {
+        let rows = sql
+            .query(
+                &format!(
+                    "UPDATE jobs SET status = 'running', claim = $1, lease_until_ms = $2, attempts = attempts + 1, updated_ms = $3
+                     WHERE id = (SELECT id FROM jobs WHERE queue IN ({0}) AND status IN ('queued', 'running')
+                                 AND lease_until_ms < $3 ORDER BY id LIMIT 1)
+                       AND status IN ('queued', 'running') AND lease_until_ms < $3
+                     RETURNING id, queue, payload, attempts, claim",
+                    in_list(4, n)
+                ),
+                &params,
+            )
+            .await?;
+        if let Some(row) = rows.into_iter().next() {
+            return Ok(Some(row));
+        }
+        let mut count: Vec<Value> = vec![now.into()];
+        count.extend(queues.iter().map(|q| Value::from(*q)));
+        let waiting = sql
+            .query(
+                &format!(
+                    "SELECT count(*) AS n FROM jobs WHERE queue IN ({}) AND status IN ('queued', 'running')
+                     AND lease_until_ms < $1",
+                    in_list(2, n)
+                ),
+                &count,
+            )
+            .await?;
+        if waiting.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    Ok(None)
 }
 
 /// The exchange, or null when it was forgotten since.

@@ -18,6 +18,7 @@ pub mod rx;
 pub mod schedule;
 pub mod search;
 pub mod tasks;
+pub mod tools;
 pub mod triage;
 pub mod wm;
 

@@ -1,0 +1,214 @@
+//! `POST /tick/tools`: the tool worker of Path B (002 §5, D-C19). For each
+//! job it claims from `tool-queue`: the tools the job names, each called
+//! the same way with its own timeout; the critic (the light model with
+//! `prompts/act-critic.md`) on each result when a model is configured; the
+//! cycle in `cortex_iterations`; the reply (the primary model, or the
+//! labelled rules); Phase D's commit; then the reply stored on the job,
+//! which the waiting `/chat` stream takes, or `/events` gets when the
+//! stream gave up.
+
+use crate::mneme::act::act;
+use crate::mneme::commit::commit;
+use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::types::types::StageError;
+use crate::{internal, parse};
+use mneme_conversation::Mode;
+use mneme_conversation::context::Assembled;
+use mneme_conversation::generate::{self, ActResult, ReplySource};
+use mneme_conversation::tools::{self as rules, CriticStep};
+use serde_json::{Value, json};
+
+/// A claimed job is another tick's to take over after this long: three
+/// tools at their longest timeout with two retries, and the reply.
+pub const LEASE_MS: u64 = 300_000;
+/// No new job starts after this much of one tick.
+const BUDGET_MS: u64 = 20_000;
+const CRITIC_TIMEOUT_MS: u32 = 5_000;
+const GENERATION_TIMEOUT_MS: u32 = 30_000;
+pub const CRITIC_PROMPT: &str = include_str!("../../../prompts/act-critic.md");
+
+/// Runs tool jobs until the queue is empty or the budget is spent.
+pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
+    let started = clock();
+    let model = llm::status().await;
+    let mut done = Vec::new();
+    while clock().saturating_sub(started) < BUDGET_MS {
+        let claimed = parse(&act::claim_tool_work(json!({"now_ms": clock(), "lease_ms": LEASE_MS}).to_string()).await?);
+        let Some(job) = claimed.get("job").filter(|j| !j.is_null()).cloned() else { break };
+        done.push(run(&job, &model, &clock).await?);
+    }
+    Ok(json!({"jobs": done}))
+}
+
+/// One job, start to finish.
+async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) -> Result<Value, StageError> {
+    let p = &job["payload"];
+    let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+    let (text, topic) = (s("text"), s("topic"));
+    let ctx: Assembled = serde_json::from_value(p["context"].clone()).unwrap_or_default();
+    let names: Vec<String> = p["tools"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    let began = clock();
+    let (mut results, mut fatigue, mut escalation) = (Vec::<ActResult>::new(), 0.0, None);
+    for name in &names {
+        let (mut retries, mut correction) = (0, None::<String>);
+        loop {
+            let r = parse(
+                &act::call_tool(
+                    json!({"name": name, "text": text, "topic": topic, "intent": p["intent"], "correction": correction})
+                        .to_string(),
+                )
+                .await?,
+            );
+            let consequential = r["consequential"].as_bool().unwrap_or(true);
+            let result: ActResult = serde_json::from_value(r).map_err(|e| internal(format!("a tool result: {e}")))?;
+            let step =
+                if model.configured { critic(name, &text, &result, consequential, retries).await? } else { None };
+            results.push(result);
+            match step {
+                None | Some((CriticStep::Keep, _)) => break,
+                Some((step, cost)) => {
+                    fatigue += cost;
+                    match step {
+                        CriticStep::Retry(c) => {
+                            results.push(note(format!("{name}: the critic asked for a retry: {c}")));
+                            retries += 1;
+                            correction = Some(c);
+                            continue;
+                        }
+                        CriticStep::Note(n) => results.push(note(format!("{name}: {n}"))),
+                        CriticStep::GiveUp => {
+                            results.push(note(format!("{name}: still not right after {retries} retries")))
+                        }
+                        CriticStep::Escalate(issue) => {
+                            escalation.get_or_insert(rules::escalation(name, &issue));
+                        }
+                        CriticStep::Keep => {}
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    let took = clock().saturating_sub(began);
+    let actions: Vec<Value> = names.iter().map(|n| json!({"type": n, "params": {}})).collect();
+    act::log_iteration(
+        json!({"loop_id": p["cycle_id"], "exchange_id": p["exchange_id"], "iteration_number": 1, "actions": actions,
+               "results": results, "execution_time_ms": took, "cost": fatigue, "fatigue": fatigue,
+               "mode": if model.configured { "ACT (Path B)" } else { "ACT (Path B, no critic: no model)" },
+               "termination_reason": null, "now_ms": p["now_ms"]})
+        .to_string(),
+    )
+    .await?;
+    // The reply: the escalation as asked, or a RESPOND over the results.
+    let gen_started = clock();
+    let (mode, reply, source) = match escalation {
+        Some(question) => (Mode::Clarify, question, "critic-escalation"),
+        None => {
+            let (t, src) = reply_text(&ctx, &text, &results).await;
+            (Mode::Respond, t, if src == ReplySource::Model { "model" } else { "rule-based" })
+        }
+    };
+    let rule_based = if source == "rule-based" { ReplySource::RuleBased } else { ReplySource::Model };
+    let confidence = generate::confidence(ctx.memory_confidence, 1.0, rule_based);
+    let committed = parse(
+        &commit::commit(
+            json!({"exchange_id": p["exchange_id"], "request_id": p["request_id"], "thread_id": p["thread_id"],
+                   "source": p["source"], "text": text, "reply": reply, "mode": mode, "confidence": confidence,
+                   "reply_source": source, "topic": topic, "previous_topic": ctx.previous_topic, "tools": names,
+                   "now_ms": p["now_ms"], "duration_ms": clock().saturating_sub(began),
+                   "generation_ms": clock().saturating_sub(gen_started), "fast_path": false})
+            .to_string(),
+        )
+        .await?,
+    );
+    let result = json!({"text": reply, "topic": topic, "mode": mode, "confidence": confidence,
+                        "exchange_id": committed["exchange_id"].as_str().or(p["exchange_id"].as_str()),
+                        "thread_id": p["thread_id"], "source": source, "tools": results});
+    let finished = parse(
+        &act::finish_tool_work(
+            json!({"job_id": job["id"], "claim": job["claim"], "result": result, "now_ms": clock()}).to_string(),
+        )
+        .await?,
+    );
+    Ok(json!({"job_id": job["id"], "tools": names, "status": "done", "delivery": finished["delivery"],
+              "escalated": source == "critic-escalation"}))
+}
+
+fn note(text: String) -> ActResult {
+    ActResult {
+        action_type: "critic".into(),
+        status: "note".into(),
+        result: text,
+        execution_time_ms: 0,
+        confidence: 0.0,
+    }
+}
+
+/// The critic on one result, when its rules apply: `(step, fatigue)`.
+async fn critic(
+    name: &str,
+    text: &str,
+    result: &ActResult,
+    consequential: bool,
+    retries: usize,
+) -> Result<Option<(CriticStep, f64)>, StageError> {
+    let rate = parse(&act::critic_rate(json!({"action_type": name}).to_string()).await?);
+    let threshold = rate["threshold"].as_f64().unwrap_or(rules::CRITIC_THRESHOLD);
+    if !rules::critic_applies(&result.status, result.confidence, threshold) {
+        return Ok(None);
+    }
+    let user = format!(
+        "Principal's message: {text}\nTool: {name} ({})\nTool's answer:\n{}",
+        if consequential { "consequential" } else { "safe to retry" },
+        result.result
+    );
+    let answer = llm::complete(CompletionRequest {
+        tier: Tier::Light,
+        messages: vec![
+            ChatMessage { role: "system".into(), content: CRITIC_PROMPT.into() },
+            ChatMessage { role: "user".into(), content: user },
+        ],
+        max_tokens: Some(200),
+        temperature: Some(0.0),
+        json: true,
+        timeout_ms: CRITIC_TIMEOUT_MS,
+    })
+    .await;
+    // Any failure of the critic counts as verified.
+    let verdict = rules::parse_verdict(answer.as_ref().ok().map(|c| c.text.as_str()));
+    act::critic_rate(json!({"action_type": name, "corrected": !verdict.verified}).to_string()).await?;
+    Ok(Some((rules::critic_step(&verdict, consequential, retries), rules::CRITIC_FATIGUE)))
+}
+
+/// The reply over the tools' results: the primary model, else the labelled
+/// rules.
+async fn reply_text(ctx: &Assembled, text: &str, results: &[ActResult]) -> (String, ReplySource) {
+    let messages = generate::messages(Mode::Respond, ctx, text, results)
+        .into_iter()
+        .map(|m| ChatMessage {
+            role: match m.role {
+                mneme_llm::Role::System => "system".into(),
+                mneme_llm::Role::User => "user".into(),
+                mneme_llm::Role::Assistant => "assistant".into(),
+            },
+            content: m.content,
+        })
+        .collect();
+    let answer = llm::complete(CompletionRequest {
+        tier: Tier::Primary,
+        messages,
+        max_tokens: Some(800),
+        temperature: Some(generate::TEMPERATURE),
+        json: false,
+        timeout_ms: GENERATION_TIMEOUT_MS,
+    })
+    .await;
+    match answer {
+        Ok(c) if !generate::clean(&c.text).is_empty() => (generate::clean(&c.text), ReplySource::Model),
+        Ok(_) => (generate::fallback(Mode::Respond, ctx, text, results, "empty answer"), ReplySource::RuleBased),
+        Err(e) => (generate::fallback(Mode::Respond, ctx, text, results, &e.code), ReplySource::RuleBased),
+    }
+}

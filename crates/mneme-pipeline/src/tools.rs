@@ -1,0 +1,348 @@
+//! Path B (design 002 §5): the tool registry, the durable `tool-queue`, its
+//! hand-over between the waiting `/chat` stream and `/events`, and the
+//! generic call of a tool with its own timeout.
+
+use std::time::Duration;
+
+use futures::future::{Either, select};
+use mneme_conversation::tools::{self as rules, Tool};
+use mneme_store::{Sql, StoreError, Stores, Value};
+use serde::Deserialize;
+use serde_json::{Value as J, json};
+use spin_sdk::http::body::IncomingBodyExt;
+
+use crate::{Fail, Result, bytes_f32, embed, f32_bytes, memory};
+
+/// The queue Path B's jobs wait on.
+pub const QUEUE: &str = "tool-queue";
+/// How long `sse_pending:{request_id}` tells `/chat` a worker will answer.
+pub const PENDING_TTL_MS: u64 = 600_000;
+/// A job whose lease ran out this many times is failed.
+pub const MAX_ATTEMPTS: i64 = 2;
+
+pub fn pending_key(request_id: &str) -> String {
+    format!("sse_pending:{request_id}")
+}
+
+fn tool_from(row: &mneme_store::Row) -> std::result::Result<Tool, StoreError> {
+    serde_json::from_str(&row.text("config")?).map_err(|e| StoreError::new("decode", format!("tools.config: {e}")))
+}
+
+// ---------------------------------------------------------------- registry
+
+#[derive(Debug, Deserialize)]
+pub struct PutRequest {
+    pub name: String,
+    pub config: J,
+    /// `host:port` the app may call tools on (the `tool_host` variable).
+    pub allowed_host: String,
+    pub now_ms: u64,
+}
+
+/// Adds or replaces a tool (its description embedded for relevance).
+pub async fn put(r: PutRequest) -> Result<J> {
+    let tool = rules::parse(&r.name, &r.config, &r.allowed_host).map_err(Fail::invalid)?;
+    let embedding = embed(&tool.description)?;
+    let stores = Stores::open().await?;
+    let config = serde_json::to_string(&tool).map_err(|e| Fail::new("internal", e.to_string()))?;
+    let (name, max) = (tool.name.clone(), rules::MAX_TOOLS as i64);
+    stores
+        .sql
+        .transaction(async |sql: &Sql| {
+            let n = sql.query("SELECT count(*) AS n FROM tools WHERE name <> $1", &[name.as_str().into()]).await?;
+            if n.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0) >= max {
+                return Err(StoreError::new("conflict", format!("at most {max} tools; delete one first")));
+            }
+            sql.execute(
+                "INSERT INTO tools (name, config, embedding, updated_ms) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (name) DO UPDATE SET config = excluded.config, embedding = excluded.embedding,
+                     updated_ms = excluded.updated_ms",
+                &[name.as_str().into(), config.into(), Value::Blob(f32_bytes(&embedding)), Value::Int(r.now_ms as i64)],
+            )
+            .await?;
+            Ok(())
+        })
+        .await?;
+    Ok(json!(tool))
+}
+
+/// `{}` → `{tools: [Tool]}`, by name.
+pub async fn list(_: J) -> Result<J> {
+    let stores = Stores::open().await?;
+    let rows = stores.sql.query("SELECT config FROM tools ORDER BY name", &[]).await?;
+    let tools = rows.iter().map(tool_from).collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(json!({"tools": tools}))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NameRequest {
+    pub name: String,
+}
+
+pub async fn delete(r: NameRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let n = stores.sql.execute("DELETE FROM tools WHERE name = $1", &[r.name.as_str().into()]).await?;
+    if n == 0 {
+        return Err(Fail::new("not-found", format!("no tool `{}` is configured", r.name)));
+    }
+    Ok(json!({"deleted": r.name}))
+}
+
+/// The configured tools with these names, in that order (unknown names are
+/// left out: a tool deleted since triage named it).
+pub async fn load(sql: &Sql, names: &[String]) -> Result<Vec<Tool>> {
+    let rows = sql.query("SELECT config FROM tools ORDER BY name", &[]).await?;
+    let all = rows.iter().map(tool_from).collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(names.iter().filter_map(|n| all.iter().find(|t| &t.name == n).cloned()).collect())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RelevantRequest {
+    pub text: String,
+}
+
+/// Tools whose description is close to the message (cosine ≥
+/// [`rules::RELEVANCE_COSINE`]), closest first, at most three.
+pub async fn relevant(r: RelevantRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let rows = stores.sql.query("SELECT name, embedding FROM tools", &[]).await?;
+    if rows.is_empty() {
+        return Ok(json!({"tools": []}));
+    }
+    let q = embed(&r.text)?;
+    let mut scored: Vec<(f32, String)> = Vec::new();
+    for row in &rows {
+        let c = mneme_knowledge::rank::cosine(&q, &bytes_f32(&row.blob("embedding")?));
+        if c >= rules::RELEVANCE_COSINE {
+            scored.push((c, row.text("name")?));
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.truncate(rules::MAX_RELEVANT);
+    Ok(json!({"tools": scored.iter().map(|(c, n)| json!({"name": n, "cosine": c})).collect::<Vec<_>>()}))
+}
+
+// ---------------------------------------------------------------- queue
+
+#[derive(Debug, Deserialize)]
+pub struct EnqueueRequest {
+    pub request_id: String,
+    pub payload: J,
+    pub now_ms: u64,
+}
+
+/// Step 2 and 3 of Path B: the job on `tool-queue`, and
+/// `sse_pending:{request_id}` (600 s) naming it.
+pub async fn enqueue(r: EnqueueRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let id = crate::commit::enqueue(&stores.sql, QUEUE, Some(&r.request_id), &r.payload.to_string(), r.now_ms).await?;
+    stores.kv.set(&pending_key(&r.request_id), id.to_string().as_bytes(), Some(PENDING_TTL_MS)).await?;
+    Ok(json!({"job_id": id}))
+}
+
+pub use crate::consolidate::ClaimRequest;
+
+/// The oldest claimable tool job (queued, or running with its lease out),
+/// or `{job: null}`. A job whose lease ran out [`MAX_ATTEMPTS`] times is
+/// failed first.
+pub async fn claim(r: ClaimRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let give_up = "'{\"error\": \"the tool worker did not finish\"}'";
+    let Some(row) =
+        crate::consolidate::claim_job(&stores.sql, &[QUEUE], r.now_ms, r.lease_ms, MAX_ATTEMPTS, give_up).await?
+    else {
+        return Ok(json!({"job": null}));
+    };
+    let payload: J = serde_json::from_str(&row.text("payload")?).unwrap_or(J::Null);
+    Ok(json!({"job": {"id": row.i64("id")?, "claim": row.text("claim")?, "attempts": row.i64("attempts")?,
+                      "payload": payload}}))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FinishRequest {
+    pub job_id: i64,
+    pub claim: String,
+    pub result: J,
+    pub now_ms: u64,
+}
+
+/// Step 6: the reply stored on the job. When the `/chat` stream gave up
+/// waiting, the reply goes to `/events` as a `tool_result` event, in the
+/// same transaction, so it is delivered exactly once.
+pub async fn finish(r: FinishRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let now = r.now_ms as i64;
+    let out = stores
+        .sql
+        .transaction(async |sql: &Sql| {
+            let n = sql
+                .execute(
+                    "UPDATE jobs SET status = 'done', result = $3, claim = NULL, updated_ms = $4
+                     WHERE id = $1 AND claim = $2 AND status = 'running'",
+                    &[r.job_id.into(), r.claim.as_str().into(), r.result.to_string().into(), now.into()],
+                )
+                .await?;
+            if n == 0 {
+                return Err(StoreError::new("conflict", format!("tool job {} is no longer this worker's", r.job_id)));
+            }
+            let sent = sql
+                .query(
+                    "UPDATE jobs SET delivery = 'events-sent' WHERE id = $1 AND delivery = 'events' RETURNING ref",
+                    &[r.job_id.into()],
+                )
+                .await?;
+            let Some(row) = sent.first() else { return Ok(json!({"delivery": "chat"})) };
+            let mut payload = r.result.clone();
+            payload["request_id"] = json!(row.opt_text("ref")?);
+            let event = memory::publish_with(sql, "tool_result", &payload, r.now_ms)
+                .await
+                .map_err(|f| StoreError::new("publish", f.message))?;
+            Ok(json!({"delivery": "events", "event_id": event["id"]}))
+        })
+        .await?;
+    Ok(out)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TakeRequest {
+    pub job_id: i64,
+    pub request_id: String,
+    /// The stream stops waiting: the reply goes to `/events` unless it is
+    /// already here.
+    pub give_up: bool,
+}
+
+/// The `/chat` side of the hand-over: `{state: pending}` while the worker
+/// runs; `{state: chat, status, result}` once the reply is the stream's
+/// (it takes it); `{state: events}` when the stream gave up first.
+pub async fn take(r: TakeRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    // One statement each, so a worker finishing at the same moment is
+    // either seen as done (the stream delivers) or sees `events` (it does).
+    let rows = if r.give_up {
+        sql.query(
+            "UPDATE jobs SET delivery = CASE WHEN status IN ('done', 'failed') THEN 'chat' ELSE 'events' END
+             WHERE id = $1 AND delivery IS NULL RETURNING delivery, status, result",
+            &[r.job_id.into()],
+        )
+        .await?
+    } else {
+        sql.query(
+            "UPDATE jobs SET delivery = 'chat' WHERE id = $1 AND delivery IS NULL AND status IN ('done', 'failed')
+             RETURNING delivery, status, result",
+            &[r.job_id.into()],
+        )
+        .await?
+    };
+    let Some(row) = rows.first() else { return Ok(json!({"state": "pending"})) };
+    let delivery = row.text("delivery")?;
+    // The stream is done waiting either way.
+    let _ = stores.kv.delete(&pending_key(&r.request_id)).await;
+    if delivery == "events" {
+        return Ok(json!({"state": "events"}));
+    }
+    let result: J = row.opt_text("result")?.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(J::Null);
+    Ok(json!({"state": "chat", "status": row.text("status")?, "result": result}))
+}
+
+// ---------------------------------------------------------------- calls
+
+/// Step 3: one tool, called the same way as every other (`POST` of
+/// [`rules::request_body`]), under its own timeout. `(status, result)`
+/// with status `success`, `error` or `timeout`.
+pub async fn call(tool: &Tool, body: &J) -> (&'static str, String) {
+    let req = match spin_sdk::http::Request::builder()
+        .method("POST")
+        .uri(tool.url.as_str())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/plain")
+        .body(body.to_string())
+    {
+        Ok(r) => r,
+        Err(e) => return ("error", format!("{}: {e}", tool.name)),
+    };
+    let timeout = Box::pin(spin_sdk::time::sleep(Duration::from_millis(tool.timeout_ms)));
+    let resp = match select(Box::pin(spin_sdk::http::send(req)), timeout).await {
+        Either::Left((Ok(r), _)) => r,
+        Either::Left((Err(e), _)) => return ("error", format!("{} could not be reached: {e:?}", tool.name)),
+        Either::Right(_) => return ("timeout", format!("{} gave no answer within {} ms", tool.name, tool.timeout_ms)),
+    };
+    let status = resp.status().as_u16();
+    let bytes = match resp.into_body().bytes().await {
+        Ok(b) => b,
+        Err(e) => return ("error", format!("{}: reading the answer: {e:?}", tool.name)),
+    };
+    let text = rules::answer_text(&bytes);
+    if (200..300).contains(&status) {
+        ("success", text)
+    } else {
+        ("error", format!("{} answered {status}: {text}", tool.name))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CallRequest {
+    pub name: String,
+    pub text: String,
+    pub topic: String,
+    #[serde(default)]
+    pub intent: J,
+    pub correction: Option<String>,
+}
+
+/// `{name, text, topic, intent, correction?}` → an ActResult for the tool.
+pub async fn call_named(r: CallRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let Some(tool) = load(&stores.sql, std::slice::from_ref(&r.name)).await?.pop() else {
+        return Ok(
+            json!({"action_type": r.name, "status": "error", "result": format!("no tool `{}` is configured", r.name),
+                         "execution_time_ms": 0, "confidence": 0.0, "consequential": false}),
+        );
+    };
+    let started = mneme_store::kv::now_ms();
+    let body = rules::request_body(&tool.name, &r.text, &r.topic, &r.intent, r.correction.as_deref());
+    let (status, result) = call(&tool, &body).await;
+    Ok(json!({
+        "action_type": tool.name,
+        "status": status,
+        "confidence": crate::act::confidence(&tool.name, status, &result),
+        "result": result,
+        "execution_time_ms": mneme_store::kv::now_ms().saturating_sub(started),
+        "consequential": tool.consequential,
+    }))
+}
+
+// ---------------------------------------------------------------- critic
+
+fn rate_key(action_type: &str) -> String {
+    format!("critic_rate:{action_type}")
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RateRequest {
+    pub action_type: String,
+    /// When given, one more evaluation is folded into the rate.
+    pub corrected: Option<bool>,
+}
+
+/// `{action_type, corrected?}` → `{rate, threshold}`: the critic's
+/// correction rate for an action type (an EMA, α 0.1), updated when
+/// `corrected` is given, and the threshold it sets.
+pub async fn critic_rate(r: RateRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let key = rate_key(&r.action_type);
+    let mut rate = stores
+        .kv
+        .get(&key)
+        .await?
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|r| r.is_finite())
+        .unwrap_or(0.0);
+    if let Some(c) = r.corrected {
+        rate = rules::next_rate(rate, c);
+        stores.kv.set(&key, rate.to_string().as_bytes(), None).await?;
+    }
+    Ok(json!({"rate": rate, "threshold": rules::critic_threshold(rate)}))
+}

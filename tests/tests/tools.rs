@@ -1,0 +1,236 @@
+//! Path B (002 §5, D-C19) through the runner over HTTP, on both backends:
+//! the tool registry, tool work queued by `/chat` and run by the worker
+//! behind `/tick/tools` (the runner's cron), each tool under its own
+//! timeout, the critic's retry and escalation, and the hand-over of the
+//! reply to the same stream when it is ready in time, else to `/events`.
+
+use std::time::{Duration, Instant};
+
+use mneme_e2e::fake_model::{FakeModel, Script, marker};
+use mneme_e2e::json_server::JsonServer;
+use mneme_e2e::{App, BACKENDS, BackendEnv, Resp, TEST_KEY, parse_sse, test_env, without_crons};
+use serde_json::{Value, json};
+
+const CRITIC: &str = "You check one result of a tool";
+/// 2027-01-15 08:00 UTC.
+const T0: u64 = 1_800_000_000_000;
+
+fn start(b: &BackendEnv, dir: &std::path::Path, model: Option<&FakeModel>, server: &JsonServer, wait_ms: u64) -> App {
+    let mut env = test_env(b, model);
+    env.push(("SPIN_VARIABLE_TOOL_HOST".into(), server.addr.clone()));
+    env.push(("SPIN_VARIABLE_CHAT_TOOL_WAIT_MS".into(), wait_ms.to_string()));
+    // The tool worker's cron stays; the engines that would also call the
+    // model are the tests' own.
+    let manifest = without_crons(dir, &["consolidate", "drift", "tasks", "reflect"]);
+    App::start(&manifest, &env)
+}
+
+fn ok(r: Resp, status: u16) -> Value {
+    assert_eq!(r.status, status, "{}", r.body);
+    r.json()
+}
+
+fn tool(app: &App, server: &JsonServer, name: &str, description: &str, extra: Value) -> Value {
+    let mut config = json!({"description": description, "url": server.url(&format!("/{name}"))});
+    for (k, v) in extra.as_object().unwrap() {
+        config[k] = v.clone();
+    }
+    ok(app.call("PUT", &format!("/tools/{name}"), Some(config), T0), 200)
+}
+
+/// The chat's named events, and its request id.
+fn chat(app: &App, text: &str, at: u64) -> (Vec<(String, Value)>, String) {
+    let r = app.call("POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), at);
+    assert_eq!(r.status, 200, "{}", r.body);
+    (parse_sse(&r.body), r.header("x-request-id").unwrap().to_string())
+}
+
+fn event<'a>(events: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
+    events.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+}
+
+fn statuses(events: &[(String, Value)]) -> Vec<String> {
+    events.iter().filter(|(n, _)| n == "status").filter_map(|(_, v)| v["stage"].as_str().map(String::from)).collect()
+}
+
+fn triage_with_tools(tools: &[&str]) -> Script {
+    Script::json(json!({"branch": "act", "mode": "ACT", "tools": tools, "skills": [],
+        "confidence_internal": 0.2, "confidence_tool_need": 0.9, "freshness_risk": 0.8, "reasoning": "needs the tool"}))
+}
+
+#[test]
+fn tools_are_configuration_checked_before_they_are_stored() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let server = JsonServer::start();
+        let app = start(&b, dir.path(), None, &server, 1_000);
+        let t = tool(&app, &server, "trains", "Looks up train departures from a station.", json!({}));
+        assert_eq!((t["timeout_ms"].as_u64(), t["consequential"].as_bool()), (Some(10_000), Some(true)));
+        // Only the tool host; never an innate action's name; a timeout in range.
+        let elsewhere = json!({"description": "Anything at all.", "url": "http://127.0.0.1:1/x"});
+        let r = app.call("PUT", "/tools/elsewhere", Some(elsewhere), T0);
+        r.assert_error(400, "invalid");
+        assert!(r.body.contains("tool_host"), "{}", r.body);
+        let good = json!({"description": "Anything at all.", "url": server.url("/x")});
+        app.call("PUT", "/tools/recall", Some(good.clone()), T0).assert_error(400, "invalid");
+        app.call("PUT", "/tools/Trains", Some(good.clone()), T0).assert_error(400, "invalid");
+        let mut slow = good.clone();
+        slow["timeout_ms"] = json!(30_001);
+        app.call("PUT", "/tools/slow", Some(slow), T0).assert_error(400, "invalid");
+        let listed = ok(app.call("GET", "/tools", None, T0), 200);
+        assert_eq!(listed["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(listed["tools"][0]["name"], "trains");
+        ok(app.call("DELETE", "/tools/trains", None, T0), 200);
+        app.call("DELETE", "/tools/trains", None, T0).assert_error(404, "not-found");
+        app.call("POST", "/tools", None, T0).assert_error(405, "method-not-allowed");
+    }
+}
+
+/// With a model: triage names the tools; each runs under its own timeout;
+/// the critic checks each success, a safe tool is retried with its
+/// correction (twice at most), a consequential one is escalated; the reply
+/// reaches the same stream and is committed.
+#[test]
+fn named_tools_run_on_the_worker_and_answer_in_the_same_stream() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let server = JsonServer::start();
+        let model = FakeModel::start(Script { reply: "The 9:40 leaves from platform 2.".into(), ..Default::default() });
+        let app = start(&b, dir.path(), Some(&model), &server, 60_000);
+        tool(&app, &server, "trains", "Looks up train departures from a station.", json!({"consequential": false}));
+        tool(
+            &app,
+            &server,
+            "weather",
+            "The weather forecast for a place.",
+            json!({"timeout_ms": 300, "consequential": false}),
+        );
+        server.set("POST", "/trains", 200, &json!({"result": "Leeds: 9:40 from platform 2"}));
+        server.set_delayed("POST", "/weather", 200, &json!({"result": "rain"}), Duration::from_millis(1_500));
+        model.route(CRITIC, Script::json(json!({"verified": true})));
+        model.route(marker::TRIAGE, triage_with_tools(&["trains", "weather"]));
+
+        let (events, request_id) = chat(&app, "When does the next train to Leeds leave, and will it rain?", T0);
+        assert_eq!(statuses(&events).iter().filter(|s| *s == "tools").count(), 1, "{events:?}");
+        let message = event(&events, "message").unwrap_or_else(|| panic!("a message: {events:?}"));
+        assert_eq!(message["text"], "The 9:40 leaves from platform 2.");
+        assert_eq!(message["mode"], "RESPOND");
+        assert_eq!(message["source"], "model");
+        assert!(event(&events, "done").is_some());
+        // The tool got the message and its context; the reply's prompt has
+        // both results, the slow one as a timeout.
+        let calls = server.requests("POST", "/trains");
+        assert_eq!(calls.len(), 1);
+        let sent: Value = serde_json::from_str(&calls[0].body).unwrap();
+        assert_eq!(sent["tool"], "trains");
+        assert!(sent["text"].as_str().unwrap().contains("Leeds"));
+        let generation: Vec<String> =
+            model.requests_with("You are Mneme").into_iter().filter(|r| r.contains("platform 2")).collect();
+        assert_eq!(generation.len(), 1, "one reply over the results");
+        assert!(generation[0].contains("timeout"), "{}", generation[0]);
+        // The critic looked at the one success, not at the timeout.
+        assert_eq!(model.requests_with(CRITIC).len(), 1);
+        // The cycle: queued, then run; the job is done; the exchange is in
+        // working memory with the reply.
+        let cycles = app.table("cortex_iterations", T0);
+        let modes: Vec<&str> = cycles.iter().filter_map(|c| c["mode"].as_str()).collect();
+        assert!(modes.contains(&"ACT (Path B: tool work queued)") && modes.contains(&"ACT (Path B)"), "{modes:?}");
+        let jobs = ok(app.call("GET", "/jobs?queue=tool-queue", None, T0), 200);
+        assert_eq!(jobs[0]["status"], "done", "{jobs}");
+        let recent = ok(app.call("GET", "/conversation/recent?thread_id=t1", None, T0), 200);
+        assert!(recent.to_string().contains("The 9:40 leaves from platform 2."), "{recent}");
+        assert!(!request_id.is_empty());
+
+        // A safe tool the critic corrects each time: two retries with the
+        // correction, then the reply over what there is.
+        model.route(
+            CRITIC,
+            Script::json(json!({"verified": false, "severity": "minor", "issue": "that is yesterday's",
+                                                "correction": "ask for today's departures"})),
+        );
+        model.route(marker::TRIAGE, triage_with_tools(&["trains"]));
+        let (events, _) = chat(&app, "Which trains leave for York this morning?", T0 + 60_000);
+        assert!(event(&events, "message").is_some(), "{events:?}");
+        let calls = server.requests("POST", "/trains");
+        assert_eq!(calls.len(), 4, "one more call and two retries");
+        for c in &calls[2..] {
+            assert!(c.body.contains("ask for today's departures"), "{}", c.body);
+        }
+        // A consequential tool with no correction: the principal is asked.
+        tool(&app, &server, "book-table", "Books a restaurant table.", json!({}));
+        server.set("POST", "/book-table", 200, &json!({"result": "booked for Tuesday"}));
+        model.route(
+            CRITIC,
+            Script::json(json!({"verified": false, "severity": "major", "issue": "the booking is for the wrong day"})),
+        );
+        model.route(marker::TRIAGE, triage_with_tools(&["book-table"]));
+        let (events, _) = chat(&app, "Book a table for two on Friday", T0 + 120_000);
+        let message = event(&events, "message").unwrap_or_else(|| panic!("{events:?}"));
+        assert_eq!(message["mode"], "CLARIFY");
+        assert_eq!(message["source"], "critic-escalation");
+        assert_eq!(
+            message["text"],
+            "I was about to rely on book-table but paused — the booking is for the wrong day. Should I go ahead?"
+        );
+        assert_eq!(server.requests("POST", "/book-table").len(), 1, "a consequential tool is not retried");
+    }
+}
+
+/// Without a model: heuristic triage chooses ACT for a command with tools
+/// configured, relevance picks the tool, the labelled rules write the
+/// reply; the tool is slower than the stream waits, so the reply arrives
+/// on `/events` as a `tool_result`, once.
+#[test]
+fn a_reply_later_than_the_stream_waits_arrives_on_events() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let server = JsonServer::start();
+        let app = start(&b, dir.path(), None, &server, 1_000);
+        tool(&app, &server, "trains", "Looks up the latest train departures from a station.", json!({}));
+        server.set_delayed(
+            "POST",
+            "/trains",
+            200,
+            &json!({"result": "Leeds: 9:40 from platform 2"}),
+            Duration::from_millis(3_000),
+        );
+        let (events, request_id) = chat(&app, "Check the latest train departures to Leeds", T0);
+        assert_eq!(statuses(&events), ["processing", "thinking", "tools", "deferred"], "{events:?}");
+        assert!(event(&events, "message").is_none(), "{events:?}");
+        assert!(event(&events, "done").is_some());
+        let auth = format!("Bearer {TEST_KEY}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let delivered = loop {
+            // The worker runs on the system clock (the cron sends no test
+            // clock), so the event is read on it too.
+            let r = app.request("GET", "/events?wait=0", &[("authorization", &auth)], None);
+            assert_eq!(r.status, 200);
+            let got: Vec<Value> = parse_sse(&r.body)
+                .into_iter()
+                .filter(|(n, _)| n == "tool_result")
+                .map(|(_, v)| v["payload"].clone())
+                .collect();
+            if !got.is_empty() {
+                break got;
+            }
+            assert!(Instant::now() < deadline, "no tool_result event: {}", app.log());
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        assert_eq!(delivered.len(), 1, "{delivered:?}");
+        let e = &delivered[0];
+        assert_eq!(e["request_id"], request_id.as_str());
+        assert_eq!(e["source"], "rule-based");
+        let text = e["text"].as_str().unwrap();
+        assert!(text.starts_with("[rule-based reply: no model is configured]"), "{text}");
+        assert!(text.contains("platform 2"), "{text}");
+        let jobs = ok(app.call("GET", "/jobs?queue=tool-queue", None, T0), 200);
+        assert_eq!(jobs[0]["status"], "done", "{jobs}");
+        // A message no tool is relevant to stays on Path C.
+        let (events, _) = chat(&app, "Check my notes about the garden", T0 + 60_000);
+        assert!(!statuses(&events).contains(&"tools".to_string()), "{events:?}");
+        assert!(event(&events, "message").is_some());
+    }
+}

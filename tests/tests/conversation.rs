@@ -198,48 +198,60 @@ fn respond_streams_tokens_from_the_model_and_commits_on_both_backends() {
 
 #[test]
 fn with_no_model_every_path_completes_with_labelled_fallbacks() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let app = start(&b, None);
-    let c = chat(&app, "remember that my favourite tea is oolong");
-    assert_eq!(c.status, 200);
-    let m = c.message();
-    assert_eq!(m["source"], "rule-based", "{}", c.raw);
-    assert!(m["text"].as_str().unwrap().starts_with("[rule-based reply: no model is configured]"), "{m}");
-    let cal = table(&app, "triage_calibration");
-    assert_eq!(cal[0]["source"], "heuristic");
-    assert_eq!(cal[0]["fallback_reason"], "model-unavailable");
-    let c = chat(&app, "Tell me about oolong tea and my favourite tea");
-    let text = c.message()["text"].as_str().unwrap().to_string();
-    assert!(text.starts_with("[rule-based reply"), "{text}");
-    assert!(text.contains("oolong"), "the fallback answers from memory: {text}");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        let c = chat(&app, "remember that my favourite tea is oolong");
+        assert_eq!(c.status, 200);
+        let m = c.message();
+        assert_eq!(m["source"], "rule-based", "{}", c.raw);
+        assert!(m["text"].as_str().unwrap().starts_with("[rule-based reply: no model is configured]"), "{m}");
+        let cal = table(&app, "triage_calibration");
+        assert_eq!(cal[0]["source"], "heuristic");
+        assert_eq!(cal[0]["fallback_reason"], "model-unavailable");
+        let c = chat(&app, "Tell me about oolong tea and my favourite tea");
+        let text = c.message()["text"].as_str().unwrap().to_string();
+        assert!(text.starts_with("[rule-based reply"), "{text}");
+        assert!(text.contains("oolong"), "the fallback answers from memory: {text}");
+    }
 }
 
 #[test]
 fn triage_falls_back_at_500_ms_and_on_malformed_output() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let model = FakeModel::start(Script { reply: "Sure.".into(), ..Default::default() });
-    let app = start(&b, Some(&model));
-    let cases = [
-        (Script { delay: Duration::from_millis(300), ..triage_answer("RESPOND") }, "model", Value::Null),
-        (Script { delay: Duration::from_millis(800), ..triage_answer("RESPOND") }, "heuristic", json!("model-timeout")),
-        (Script { reply: "I would respond.".into(), ..Default::default() }, "heuristic", Value::Null),
-        (Script { reply: "overloaded".into(), status: 503, ..Default::default() }, "heuristic", json!("model-error")),
-    ];
-    for (i, (script, source, reason)) in cases.into_iter().enumerate() {
-        model.route(marker::TRIAGE, script);
-        let c = chat_at(
-            &app,
-            json!({"text": format!("Explain case number {i} of the tests please"), "thread_id": format!("t{i}")}),
-            None,
-        );
-        assert_eq!(c.message()["text"], "Sure.", "{}", c.raw);
-        let cal = table(&app, "triage_calibration");
-        let row = &cal[i];
-        assert_eq!(row["source"], source, "case {i}: {row}");
-        if reason.is_null() && source == "heuristic" {
-            assert!(row["fallback_reason"].as_str().unwrap().starts_with("malformed"), "{row}");
-        } else if !reason.is_null() {
-            assert_eq!(row["fallback_reason"], reason, "{row}");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Sure.".into(), ..Default::default() });
+        let app = start(&b, Some(&model));
+        let cases = [
+            (Script { delay: Duration::from_millis(300), ..triage_answer("RESPOND") }, "model", Value::Null),
+            (
+                Script { delay: Duration::from_millis(800), ..triage_answer("RESPOND") },
+                "heuristic",
+                json!("model-timeout"),
+            ),
+            (Script { reply: "I would respond.".into(), ..Default::default() }, "heuristic", Value::Null),
+            (
+                Script { reply: "overloaded".into(), status: 503, ..Default::default() },
+                "heuristic",
+                json!("model-error"),
+            ),
+        ];
+        for (i, (script, source, reason)) in cases.into_iter().enumerate() {
+            model.route(marker::TRIAGE, script);
+            let c = chat_at(
+                &app,
+                json!({"text": format!("Explain case number {i} of the tests please"), "thread_id": format!("t{i}")}),
+                None,
+            );
+            assert_eq!(c.message()["text"], "Sure.", "{}", c.raw);
+            let cal = table(&app, "triage_calibration");
+            let row = &cal[i];
+            assert_eq!(row["source"], source, "case {i}: {row}");
+            if reason.is_null() && source == "heuristic" {
+                assert!(row["fallback_reason"].as_str().unwrap().starts_with("malformed"), "{row}");
+            } else if !reason.is_null() {
+                assert_eq!(row["fallback_reason"], reason, "{row}");
+            }
         }
     }
 }
@@ -265,47 +277,57 @@ fn act_loop_runs_innate_actions_and_logs_iterations() {
 
 #[test]
 fn act_loop_stops_at_the_third_identical_action() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let model = FakeModel::start(Script { reply: "Done.".into(), ..Default::default() });
-    model.route(
-        marker::TRIAGE,
-        Script { reply: json!({"mode": "ACT", "skills": ["recall"]}).to_string(), ..Default::default() },
-    );
-    model.route(
-        marker::ACT_PLAN,
-        Script { reply: json!({"actions": [{"type": "recall", "query": "tea"}]}).to_string(), ..Default::default() },
-    );
-    let app = start(&b, Some(&model));
-    let c = chat(&app, "What do you remember about my tea?");
-    assert_eq!(c.message()["text"], "Done.", "{}", c.raw);
-    let its = table(&app, "cortex_iterations");
-    let dispatched = its.iter().filter(|r| r["termination_reason"].is_null()).count();
-    assert_eq!(dispatched, 2, "recall ran twice, the third was refused: {its:?}");
-    assert_eq!(its.last().unwrap()["termination_reason"], "repeated_action");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Done.".into(), ..Default::default() });
+        model.route(
+            marker::TRIAGE,
+            Script { reply: json!({"mode": "ACT", "skills": ["recall"]}).to_string(), ..Default::default() },
+        );
+        model.route(
+            marker::ACT_PLAN,
+            Script {
+                reply: json!({"actions": [{"type": "recall", "query": "tea"}]}).to_string(),
+                ..Default::default()
+            },
+        );
+        let app = start(&b, Some(&model));
+        let c = chat(&app, "What do you remember about my tea?");
+        assert_eq!(c.message()["text"], "Done.", "{}", c.raw);
+        let its = table(&app, "cortex_iterations");
+        let dispatched = its.iter().filter(|r| r["termination_reason"].is_null()).count();
+        assert_eq!(dispatched, 2, "recall ran twice, the third was refused: {its:?}");
+        assert_eq!(its.last().unwrap()["termination_reason"], "repeated_action");
+    }
 }
 
 #[test]
 fn working_memory_expires_24_hours_after_the_last_append() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let model = FakeModel::start(Script { reply: "ok then".into(), ..Default::default() });
-    model.route(marker::TRIAGE, triage_answer("RESPOND"));
-    let app = start(&b, Some(&model));
-    let t0: u64 = 1_800_000_000_000;
-    let day = 24 * 3600 * 1000;
-    chat_at(&app, json!({"text": "My cat is called Miso and she is grey"}), Some(t0));
-    let gen_bodies =
-        |m: &FakeModel| m.requests().into_iter().filter(|r| r.contains("\"stream\":true")).collect::<Vec<_>>();
-    chat_at(&app, json!({"text": "Describe the colour of my pet please"}), Some(t0 + day - 1));
-    assert!(gen_bodies(&model)[1].contains("Miso"), "within 24 h the earlier turn is in working memory");
-    chat_at(&app, json!({"text": "Describe the colour of my pet again"}), Some(t0 + 2 * day - 2));
-    assert!(gen_bodies(&model)[2].contains("Describe the colour of my pet please"), "each append refreshes the window");
-    assert!(gen_bodies(&model)[2].contains("Miso"), "4 turns kept");
-    // Exactly 24 h after the last append, the window has expired.
-    chat_at(&app, json!({"text": "Describe the colour of my pet once more"}), Some(t0 + 3 * day - 2));
-    assert!(
-        !gen_bodies(&model)[3].contains("Describe the colour of my pet again"),
-        "24 h after the last append it is gone"
-    );
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "ok then".into(), ..Default::default() });
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
+        let app = start(&b, Some(&model));
+        let t0: u64 = 1_800_000_000_000;
+        let day = 24 * 3600 * 1000;
+        chat_at(&app, json!({"text": "My cat is called Miso and she is grey"}), Some(t0));
+        let gen_bodies =
+            |m: &FakeModel| m.requests().into_iter().filter(|r| r.contains("\"stream\":true")).collect::<Vec<_>>();
+        chat_at(&app, json!({"text": "Describe the colour of my pet please"}), Some(t0 + day - 1));
+        assert!(gen_bodies(&model)[1].contains("Miso"), "within 24 h the earlier turn is in working memory");
+        chat_at(&app, json!({"text": "Describe the colour of my pet again"}), Some(t0 + 2 * day - 2));
+        assert!(
+            gen_bodies(&model)[2].contains("Describe the colour of my pet please"),
+            "each append refreshes the window"
+        );
+        assert!(gen_bodies(&model)[2].contains("Miso"), "4 turns kept");
+        // Exactly 24 h after the last append, the window has expired.
+        chat_at(&app, json!({"text": "Describe the colour of my pet once more"}), Some(t0 + 3 * day - 2));
+        assert!(
+            !gen_bodies(&model)[3].contains("Describe the colour of my pet again"),
+            "24 h after the last append it is gone"
+        );
+    }
 }
 
 #[test]
@@ -330,40 +352,47 @@ fn concurrent_requests_on_one_thread_lose_no_turn() {
 
 #[test]
 fn memory_search_forget_export_and_delete_all() {
-    let b = BackendEnv::new(Backend::Hosted);
-    let app = start(&b, None);
-    chat(&app, "remember that my favourite tea is oolong");
-    chat(&app, "The marathon training plan starts in March");
-    let hits = get(&app, "/memory/search?q=marathon%20training");
-    assert_eq!(hits["results"][0]["kind"], "exchange", "{hits}");
-    assert!(hits["results"][0]["text"].as_str().unwrap().contains("marathon"));
-    let facts = get(&app, "/memory/search?q=favourite%20tea");
-    assert!(
-        facts["results"].as_array().unwrap().iter().any(|r| r["kind"] == "fact" && r["text"] == "oolong"),
-        "{facts}"
-    );
-    let a = auth();
-    let h = [("authorization", a.as_str())];
-    app.request("GET", "/memory/search", &h, None).assert_error(400, "invalid");
-    app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"planet"}"#)).assert_error(400, "invalid");
-    app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"fact","key":"nope"}"#)).assert_error(404, "not-found");
-    let r = app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"fact","key":"favourite_tea"}"#));
-    assert_eq!(r.status, 200, "{}", r.body);
-    let facts = get(&app, "/memory/search?q=favourite%20tea");
-    assert!(!facts["results"].as_array().unwrap().iter().any(|r| r["kind"] == "fact"), "{facts}");
-    let ex = get(&app, "/conversation/recent")["exchanges"][1]["id"].as_str().unwrap().to_string();
-    let r =
-        app.request("POST", "/memory/forget", &h, Some(json!({"scope": "exchange", "id": ex}).to_string().as_bytes()));
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(get(&app, "/conversation/recent")["exchanges"].as_array().unwrap().len(), 1);
-    app.request("DELETE", "/privacy/delete-all", &h, None).assert_error(400, "confirmation-required");
-    let r = app.request("DELETE", "/privacy/delete-all?confirm=true", &h, None);
-    assert_eq!(r.status, 200, "{}", r.body);
-    let export = get(&app, "/privacy/export");
-    for (name, rows) in export["tables"].as_object().unwrap() {
-        assert!(rows.as_array().unwrap().is_empty(), "{name} still has rows after delete-all");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        chat(&app, "remember that my favourite tea is oolong");
+        chat(&app, "The marathon training plan starts in March");
+        let hits = get(&app, "/memory/search?q=marathon%20training");
+        assert_eq!(hits["results"][0]["kind"], "exchange", "{hits}");
+        assert!(hits["results"][0]["text"].as_str().unwrap().contains("marathon"));
+        let facts = get(&app, "/memory/search?q=favourite%20tea");
+        assert!(
+            facts["results"].as_array().unwrap().iter().any(|r| r["kind"] == "fact" && r["text"] == "oolong"),
+            "{facts}"
+        );
+        let a = auth();
+        let h = [("authorization", a.as_str())];
+        app.request("GET", "/memory/search", &h, None).assert_error(400, "invalid");
+        app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"planet"}"#)).assert_error(400, "invalid");
+        app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"fact","key":"nope"}"#))
+            .assert_error(404, "not-found");
+        let r = app.request("POST", "/memory/forget", &h, Some(br#"{"scope":"fact","key":"favourite_tea"}"#));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let facts = get(&app, "/memory/search?q=favourite%20tea");
+        assert!(!facts["results"].as_array().unwrap().iter().any(|r| r["kind"] == "fact"), "{facts}");
+        let ex = get(&app, "/conversation/recent")["exchanges"][1]["id"].as_str().unwrap().to_string();
+        let r = app.request(
+            "POST",
+            "/memory/forget",
+            &h,
+            Some(json!({"scope": "exchange", "id": ex}).to_string().as_bytes()),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(get(&app, "/conversation/recent")["exchanges"].as_array().unwrap().len(), 1);
+        app.request("DELETE", "/privacy/delete-all", &h, None).assert_error(400, "confirmation-required");
+        let r = app.request("DELETE", "/privacy/delete-all?confirm=true", &h, None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let export = get(&app, "/privacy/export");
+        for (name, rows) in export["tables"].as_object().unwrap() {
+            assert!(rows.as_array().unwrap().is_empty(), "{name} still has rows after delete-all");
+        }
+        assert_eq!(get(&app, "/memory/search?q=oolong")["results"], json!([]));
     }
-    assert_eq!(get(&app, "/memory/search?q=oolong")["results"], json!([]));
 }
 
 #[test]
@@ -418,25 +447,111 @@ fn reminders_fire_as_events_that_replay_after_last_event_id() {
 
 #[test]
 fn a_live_events_stream_delivers_an_event_published_while_connected() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let app = start(&b, None);
-    let t0: u64 = 1_800_000_000_000;
-    chat_at(&app, json!({"text": "remind me to drink water in 1 minute"}), Some(t0));
-    let a = auth();
-    std::thread::scope(|s| {
-        let stream = s.spawn(|| app.request("GET", "/events?wait=4", &[("authorization", a.as_str())], None));
-        std::thread::sleep(Duration::from_millis(1500));
-        let r = app.request(
-            "POST",
-            "/tick/reminders",
-            &[("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", &(t0 + 60_000).to_string())],
-            None,
-        );
-        assert_eq!(r.status, 200, "{}", r.body);
-        let body = stream.join().unwrap().body;
-        assert!(
-            parse_sse(&body).iter().any(|(n, v)| n == "reminder" && v["payload"]["message"] == "drink water"),
-            "{body}"
-        );
-    });
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        let t0: u64 = 1_800_000_000_000;
+        chat_at(&app, json!({"text": "remind me to drink water in 1 minute"}), Some(t0));
+        let a = auth();
+        std::thread::scope(|s| {
+            let stream = s.spawn(|| app.request("GET", "/events?wait=4", &[("authorization", a.as_str())], None));
+            std::thread::sleep(Duration::from_millis(1500));
+            let r = app.request(
+                "POST",
+                "/tick/reminders",
+                &[("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", &(t0 + 60_000).to_string())],
+                None,
+            );
+            assert_eq!(r.status, 200, "{}", r.body);
+            let body = stream.join().unwrap().body;
+            assert!(
+                parse_sse(&body).iter().any(|(n, v)| n == "reminder" && v["payload"]["message"] == "drink water"),
+                "{body}"
+            );
+        });
+    }
+}
+
+/// The context rules at their boundaries, seen in the generation prompt:
+/// a stated name (the IIP hook) and the 2700 s silence gap (exactly 2700 s
+/// is not a return; one millisecond more is). And the router's rule: the
+/// tie-breaker is asked exactly when the relative margin is below the
+/// effective margin (and the top mode is not IGNORE), and its choice wins.
+#[test]
+fn identity_silence_gap_and_tie_break_at_their_boundaries() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
+        model.route(marker::TIEBREAK, Script { reply: r#"{"choice":"B"}"#.into(), ..Default::default() });
+        let app = start(&b, Some(&model));
+        let t0: u64 = 1_800_000_000_000;
+        let prompts =
+            |m: &FakeModel| m.requests().into_iter().filter(|r| r.contains("\"stream\":true")).collect::<Vec<_>>();
+        let texts = [
+            "Please call me Sam from now on",
+            "What should I cook tonight with leeks and potatoes?",
+            "Can you explain how compound interest works over ten years",
+            "I think the meeting went badly, maybe I should write to them",
+            "Tell me something about the history of the bicycle",
+            "Which is better for a small flat, a heat pump or a gas boiler?",
+            "Why do cats purr when they are content?",
+            // Short, with an implicit reference, once the thread is warm:
+            // CLARIFY and RESPOND land within the margin.
+            "and that?",
+        ];
+        let gap = 2_700_000;
+        let mut at = t0;
+        for (i, text) in texts.iter().enumerate() {
+            // The third message comes exactly 2700 s after the second; the
+            // fourth 2700 s and one millisecond after the third.
+            at += match i {
+                2 => gap,
+                3 => gap + 1,
+                _ => 60_000,
+            };
+            let c = chat_at(&app, json!({"text": text}), Some(at));
+            assert_eq!(c.status, 200);
+            assert!(!c.named("done").is_empty(), "{}", c.raw);
+        }
+        let p = prompts(&model);
+        assert!(p.iter().all(|g| g.contains("The principal's name: Sam")), "the stated name reaches every prompt");
+        let back = |g: &String| g.contains("The principal is back after");
+        assert!(!back(&p[2]), "exactly 2700 s is not a return");
+        assert!(p[3].contains("The principal is back after 45 minutes away"), "{}", p[3]);
+        assert!(!back(&p[1]) && !back(&p[4]));
+        // Every routing decision follows the margin rule.
+        let mut rd = table(&app, "routing_decisions");
+        rd.sort_by_key(|d| d["id"].as_i64());
+        assert!(rd.len() >= texts.len(), "a decision per message: {rd:?}");
+        let mut asked = 0;
+        for (i, d) in rd.iter().enumerate() {
+            // After an ACT loop the router routes again to a terminal mode,
+            // never with the tie-breaker.
+            if rd[..i].iter().any(|e| e["exchange_id"] == d["exchange_id"]) {
+                assert_eq!(d["tiebreaker_used"].as_i64(), Some(0), "{d}");
+                continue;
+            }
+            let scores: Value = serde_json::from_str(d["scores"].as_str().unwrap()).unwrap();
+            let top = scores
+                .as_object()
+                .unwrap()
+                .iter()
+                .max_by(|a, b| a.1.as_f64().unwrap().total_cmp(&b.1.as_f64().unwrap()))
+                .unwrap()
+                .0
+                .clone();
+            let (margin, effective) = (d["margin"].as_f64().unwrap(), d["effective_margin"].as_f64().unwrap());
+            let wanted = margin < effective && top != "IGNORE";
+            let used = d["tiebreaker_used"].as_i64().unwrap() == 1;
+            assert_eq!(used, wanted, "margin {margin} against {effective}, top {top}: {d}");
+            if used {
+                asked += 1;
+                let candidates: Value = serde_json::from_str(d["tiebreaker_candidates"].as_str().unwrap()).unwrap();
+                assert_eq!(d["selected_mode"], candidates[1], "choice B, the second candidate, wins: {d}");
+            }
+        }
+        assert_eq!(model.requests_with(marker::TIEBREAK).len(), asked);
+        assert!(asked > 0 && asked < rd.len(), "both sides of the margin occur: {asked} of {}", rd.len());
+    }
 }

@@ -73,8 +73,9 @@ pub fn memory_confidence(fok: f64, warmth: f64, density: f64, is_new_topic: bool
 /// silence; `None` on a first message or a shorter gap. Call it before the
 /// thread's last activity is updated.
 pub fn returning_from_silence(last_activity_ms: Option<u64>, now_ms: u64) -> Option<u64> {
-    let gap = now_ms.saturating_sub(last_activity_ms?) / 1000;
-    (gap > SILENCE_GAP_S).then_some(gap)
+    // Compared in milliseconds: 2700.5 s is over 2700 s.
+    let gap_ms = now_ms.saturating_sub(last_activity_ms?);
+    (gap_ms > SILENCE_GAP_S * 1000).then_some(gap_ms / 1000)
 }
 
 /// A thread's run of consecutive exchanges on one topic.
@@ -182,7 +183,8 @@ mod tests {
     fn silence_gap_is_strictly_more_than_2700_seconds() {
         assert_eq!(returning_from_silence(None, 10_000_000), None);
         assert_eq!(returning_from_silence(Some(0), 2_700_000), None);
-        assert_eq!(returning_from_silence(Some(0), 2_700_999), None);
+        assert_eq!(returning_from_silence(Some(0), 2_700_001), Some(2700));
+        assert_eq!(returning_from_silence(Some(5), 2_700_005), None);
         assert_eq!(returning_from_silence(Some(0), 2_701_000), Some(2701));
     }
 

@@ -555,3 +555,46 @@ fn identity_silence_gap_and_tie_break_at_their_boundaries() {
         assert!(asked > 0 && asked < rd.len(), "both sides of the margin occur: {asked} of {}", rd.len());
     }
 }
+
+/// `llm_backend = "spin"`: every model call goes through Spin's `llm`
+/// interface (the runner forwards `infer` to the endpoint its runtime
+/// config names), with the chat flattened into one prompt.
+#[test]
+fn the_spin_llm_interface_can_serve_every_model_call() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Light becomes sugar.".into(), ..Default::default() });
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
+        model.route(marker::TIEBREAK, Script { reply: r#"{"choice":"A"}"#.into(), ..Default::default() });
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = mneme_e2e::edited_manifest(dir.path(), "spin.toml", |m| {
+            m.replace(r#"ai_models = ["all-minilm-l6-v2"]"#, r#"ai_models = ["all-minilm-l6-v2", "scripted-llm"]"#)
+        });
+        let config = dir.path().join("runtime-config.toml");
+        std::fs::write(&config, format!("[llm_compute]\ntype = \"remote_http\"\nurl = \"{}\"\n", model.url())).unwrap();
+        let mut env = test_env(&b, None);
+        env.push(("SPIN_VARIABLE_LLM_BACKEND".into(), "spin".into()));
+        env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "scripted-llm".into()));
+        let app = App::start_with(
+            manifest.to_str().unwrap(),
+            &env,
+            &["--runtime-config-file", config.to_str().unwrap()],
+        )
+        .unwrap();
+        let c = chat(&app, "What is photosynthesis?");
+        let m = c.message();
+        assert_eq!((m["text"].as_str(), m["source"].as_str()), (Some("Light becomes sugar."), Some("model")), "{}", c.raw);
+        // Triage and generation both went through `infer`: one user
+        // message holding the flattened chat, for the model named.
+        let triage: Value = serde_json::from_str(&model.requests_with(marker::TRIAGE)[0]).unwrap();
+        assert_eq!(triage["model"], "scripted-llm");
+        let prompt = triage["messages"][0]["content"].as_str().unwrap();
+        assert!(prompt.starts_with("### System\n") && prompt.ends_with("### Assistant\n"), "{prompt}");
+        assert!(prompt.contains("Answer with one JSON object"), "{prompt}");
+        let generation = model.requests_with("You are Mneme");
+        assert_eq!(generation.len(), 1);
+        let g: Value = serde_json::from_str(&generation[0]).unwrap();
+        assert_eq!(g["messages"].as_array().unwrap().len(), 1, "{g}");
+        assert!(g["messages"][0]["content"].as_str().unwrap().contains("### User\nWhat is photosynthesis?"));
+    }
+}

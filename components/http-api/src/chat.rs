@@ -21,7 +21,7 @@ use mneme_conversation::intent::Intent;
 use mneme_conversation::social::SocialMode;
 use mneme_conversation::triage::{self as tri, Triage};
 use mneme_conversation::{Mode, router as rt};
-use mneme_http::{ApiError, parse_json_body, sse};
+use mneme_http::{ApiError, new_id, parse_json_body, sse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use spin_sdk::http::body::IncomingBodyExt;
@@ -150,12 +150,6 @@ pub async fn handle(req: Request) -> Reply {
             .body(body)
             .expect("static parts"),
     )
-}
-
-fn new_id() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the host provides randomness");
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 enum Frame {

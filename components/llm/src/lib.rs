@@ -1,9 +1,11 @@
 //! The `llm` stage component (`mneme:llm`): sends chat completions to the
 //! OpenAI-compatible endpoint named by the variables `llm_url` (a base URL
-//! ending in `/v1`), `llm_api_key`, `llm_model` and `llm_light_model`.
+//! ending in `/v1`), `llm_api_key`, `llm_model` and `llm_light_model`; or,
+//! with `llm_backend = "spin"`, to Spin's own `llm` interface (`infer`,
+//! with the chat flattened into one prompt), which the platform serves.
 //! Request and response formats are `mneme-llm`'s; this is the I/O.
-//! With no `llm_url`, every call fails fast with `model-unavailable` so the
-//! caller takes its labelled rule-based fallback.
+//! With no model configured, every call fails fast with
+//! `model-unavailable` so the caller takes its labelled rule-based fallback.
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/llm"],
@@ -38,21 +40,69 @@ struct Config {
     key: Option<String>,
     primary: String,
     light: String,
+    /// `llm_backend = "spin"`: Spin's `llm` interface instead of HTTP.
+    spin: bool,
+}
+
+impl Config {
+    fn configured(&self) -> bool {
+        (self.spin || self.url.is_some()) && !self.primary.is_empty()
+    }
 }
 
 async fn config() -> Config {
     let primary = var("llm_model").await.unwrap_or_default();
     let light = var("llm_light_model").await.unwrap_or_else(|| primary.clone());
-    Config { url: var("llm_url").await, key: var("llm_api_key").await, primary, light }
+    let spin = var("llm_backend").await.is_some_and(|b| b.trim().eq_ignore_ascii_case("spin"));
+    Config { url: var("llm_url").await, key: var("llm_api_key").await, primary, light, spin }
+}
+
+/// One completion through Spin's `llm` interface. The call is the
+/// platform's and returns whole: no streaming, and the platform's own
+/// timeouts (D-C20).
+fn spin_infer(c: &Config, req: &CompletionRequest) -> Result<Completion, StageError> {
+    let model = match req.tier {
+        Tier::Primary => c.primary.clone(),
+        Tier::Light => c.light.clone(),
+    };
+    let messages: Vec<Message> = req.messages.iter().map(|m| Message::new(role(&m.role), m.content.clone())).collect();
+    let prompt = mneme_llm::flatten_prompt(&messages, req.json);
+    let started = Instant::now();
+    let options = spin_sdk::llm::InferencingParams {
+        max_tokens: req.max_tokens.unwrap_or(800),
+        temperature: req.temperature.unwrap_or(0.8),
+        ..Default::default()
+    };
+    let r = spin_sdk::llm::infer_with_options(spin_sdk::llm::InferencingModel::Other(&model), &prompt, options)
+        .map_err(|e| error("model-error", format!("Spin llm interface: {e:?}")))?;
+    Ok(Completion {
+        text: r.text,
+        model,
+        prompt_tokens: r.usage.prompt_token_count,
+        completion_tokens: r.usage.generated_token_count,
+        took_ms: started.elapsed().as_millis() as u32,
+    })
+}
+
+fn role(r: &str) -> Role {
+    match r {
+        "system" => Role::System,
+        "assistant" => Role::Assistant,
+        _ => Role::User,
+    }
 }
 
 impl Guest for Stage {
     async fn status() -> ModelStatus {
         let c = config().await;
-        ModelStatus { configured: c.url.is_some() && !c.primary.is_empty(), primary: c.primary, light: c.light }
+        ModelStatus { configured: c.configured(), primary: c.primary, light: c.light }
     }
 
     async fn complete(req: CompletionRequest) -> Result<Completion, StageError> {
+        let c = config().await;
+        if c.spin && c.configured() {
+            return spin_infer(&c, &req);
+        }
         let (http, model, timeout_ms) = prepare(&req, false).await?;
         let started = Instant::now();
         let call = async {
@@ -124,18 +174,7 @@ async fn prepare(
     if model.is_empty() {
         return Err(error("model-unavailable", "no model name is configured (set the Spin variable llm_model)"));
     }
-    let messages = req
-        .messages
-        .iter()
-        .map(|m| {
-            let role = match m.role.as_str() {
-                "system" => Role::System,
-                "assistant" => Role::Assistant,
-                _ => Role::User,
-            };
-            Message::new(role, m.content.clone())
-        })
-        .collect();
+    let messages = req.messages.iter().map(|m| Message::new(role(&m.role), m.content.clone())).collect();
     let body = ChatRequest {
         model: model.clone(),
         messages,
@@ -162,6 +201,14 @@ async fn prepare(
 /// A non-streaming answer (an endpoint that ignores `stream`) is forwarded
 /// as one delta.
 async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) -> Result<Completion, StageError> {
+    let c = config().await;
+    if c.spin && c.configured() {
+        let done = spin_infer(&c, req)?;
+        if !done.text.is_empty() {
+            out.write_one(done.text.clone()).await;
+        }
+        return Ok(done);
+    }
     let (http, model, timeout_ms) = prepare(req, true).await?;
     let started = Instant::now();
     let resp = match select(Box::pin(spin_sdk::http::send(http)), Box::pin(sleep_ms(timeout_ms))).await {

@@ -150,13 +150,6 @@ async fn utc_offset() -> Result<i64, ApiError> {
     })
 }
 
-/// A fresh id: 16 random bytes as hex.
-fn new_id() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the host provides randomness");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }

@@ -268,7 +268,7 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
     }
     let mut lp = Loop {
         task_id: id.clone(),
-        loop_id: crate::new_id(),
+        loop_id: mneme_http::new_id(),
         state: LoopState::default(),
         started_ms: now_ms(),
         now_ms: began_ms,

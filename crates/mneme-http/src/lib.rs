@@ -86,6 +86,14 @@ impl ApiError {
     }
 }
 
+/// A fresh id (a request, an exchange, a loop): 16 random bytes as 32
+/// lowercase hex digits.
+pub fn new_id() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the host provides randomness");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// Parses a JSON request body into `T`, with the 400 a caller can act on:
 /// `invalid-utf8`, `invalid-json` (with serde's line and column) or
 /// `invalid` (the right JSON with a wrong or missing field).

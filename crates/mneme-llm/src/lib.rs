@@ -112,8 +112,40 @@ pub fn completions_url(base: &str) -> String {
     format!("{}/chat/completions", base.trim_end_matches('/'))
 }
 
+/// A chat as one prompt, for a backend that takes a prompt rather than
+/// messages (Spin's `llm` interface): each message under its role's
+/// heading, then the assistant's heading for the answer. A JSON answer is
+/// asked for in words, since such a backend has no response format.
+pub fn flatten_prompt(messages: &[Message], json: bool) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let heading = match m.role {
+            Role::System => "### System",
+            Role::User => "### User",
+            Role::Assistant => "### Assistant",
+        };
+        out.push_str(heading);
+        out.push('\n');
+        out.push_str(m.content.trim());
+        out.push_str("\n\n");
+    }
+    if json {
+        out.push_str("### System\nAnswer with one JSON object and nothing else.\n\n");
+    }
+    out.push_str("### Assistant\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_chat_flattens_to_one_prompt_under_role_headings() {
+        use super::{Message, Role, flatten_prompt};
+        let m = [Message::new(Role::System, "Be brief. "), Message::new(Role::User, "Hi")];
+        assert_eq!(flatten_prompt(&m, false), "### System\nBe brief.\n\n### User\nHi\n\n### Assistant\n");
+        assert!(flatten_prompt(&m, true).ends_with("JSON object and nothing else.\n\n### Assistant\n"));
+    }
+
     use super::*;
 
     #[test]

@@ -9,3 +9,6 @@ CREATE TABLE IF NOT EXISTS tools (
     updated_ms BIGINT NOT NULL
 );
 ALTER TABLE jobs ADD COLUMN delivery TEXT;
+-- After this time (system clock) a finished reply nobody took goes to
+-- /events: the stream that waited for it is gone.
+ALTER TABLE jobs ADD COLUMN deliver_by_ms BIGINT;

@@ -575,15 +575,17 @@ fn the_spin_llm_interface_can_serve_every_model_call() {
         let mut env = test_env(&b, None);
         env.push(("SPIN_VARIABLE_LLM_BACKEND".into(), "spin".into()));
         env.push(("SPIN_VARIABLE_LLM_MODEL".into(), "scripted-llm".into()));
-        let app = App::start_with(
-            manifest.to_str().unwrap(),
-            &env,
-            &["--runtime-config-file", config.to_str().unwrap()],
-        )
-        .unwrap();
+        let app =
+            App::start_with(manifest.to_str().unwrap(), &env, &["--runtime-config-file", config.to_str().unwrap()])
+                .unwrap();
         let c = chat(&app, "What is photosynthesis?");
         let m = c.message();
-        assert_eq!((m["text"].as_str(), m["source"].as_str()), (Some("Light becomes sugar."), Some("model")), "{}", c.raw);
+        assert_eq!(
+            (m["text"].as_str(), m["source"].as_str()),
+            (Some("Light becomes sugar."), Some("model")),
+            "{}",
+            c.raw
+        );
         // Triage and generation both went through `infer`: one user
         // message holding the flattened chat, for the model named.
         let triage: Value = serde_json::from_str(&model.requests_with(marker::TRIAGE)[0]).unwrap();

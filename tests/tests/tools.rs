@@ -234,3 +234,69 @@ fn a_reply_later_than_the_stream_waits_arrives_on_events() {
         assert!(event(&events, "message").is_some());
     }
 }
+
+/// The hand-over's other ends: a stream whose client went away leaves the
+/// reply to `/events` (the worker's sweep sends it once the stream's
+/// deadline is past), and a job deleted while the stream waits ends the
+/// stream with an error instead of a wait without end.
+#[test]
+fn a_dropped_stream_or_a_deleted_job_still_ends_cleanly() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let server = JsonServer::start();
+        let app = start(&b, dir.path(), None, &server, 2_000);
+        tool(&app, &server, "trains", "Looks up the latest train departures from a station.", json!({}));
+        server.set("POST", "/trains", 200, &json!({"result": "Leeds: 9:40 from platform 2"}));
+        // The client reads until the tool work is queued, then hangs up.
+        let addr = app.url.strip_prefix("http://").unwrap().to_string();
+        let body = json!({"text": "Check the latest train departures to Leeds", "thread_id": "t1"}).to_string();
+        {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            write!(
+                s,
+                "POST /chat HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {TEST_KEY}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !String::from_utf8_lossy(&seen).contains("\"stage\":\"tools\"") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
+                seen.extend_from_slice(&buf[..n]);
+            }
+        }
+        let auth = format!("Bearer {TEST_KEY}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let delivered = loop {
+            let r = app.request("GET", "/events?wait=0", &[("authorization", &auth)], None);
+            let got: Vec<Value> = parse_sse(&r.body)
+                .into_iter()
+                .filter(|(n, _)| n == "tool_result")
+                .map(|(_, v)| v["payload"].clone())
+                .collect();
+            if !got.is_empty() {
+                break got;
+            }
+            assert!(Instant::now() < deadline, "the dropped stream's reply never reached /events: {}", app.log());
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        assert_eq!(delivered.len(), 1);
+        assert!(delivered[0]["text"].as_str().unwrap().contains("platform 2"), "{delivered:?}");
+
+        // A job deleted under a waiting stream: the stream says so and ends.
+        server.set_delayed("POST", "/trains", 200, &json!({"result": "late"}), Duration::from_millis(4_000));
+        let waiting = std::thread::scope(|s| {
+            let chat = s.spawn(|| chat(&app, "Check the latest train departures to York", T0 + 60_000));
+            std::thread::sleep(Duration::from_millis(1_000));
+            ok(app.call("DELETE", "/privacy/delete-all?confirm=true", None, T0 + 60_000), 200);
+            chat.join().unwrap()
+        });
+        let (events, _) = waiting;
+        let error = event(&events, "error").unwrap_or_else(|| panic!("an error event: {events:?}"));
+        assert!(error["message"].as_str().unwrap().contains("deleted"), "{error}");
+        assert!(event(&events, "done").is_some());
+    }
+}

@@ -177,16 +177,18 @@ fn model() -> FakeModel {
     // Generation carries the soul prompt, and the message too: it must not
     // match the reminder's triage route below.
     model.route("You are Mneme, a personal cognitive assistant", stream.clone());
-    model.route(
-        "remind me to",
-        Script::json(json!({"branch": "act", "mode": "ACT", "tools": [], "skills": ["schedule"],
-            "confidence_internal": 0.8, "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
-    );
-    // The train question goes to the `trains` tool (Path B).
+    // The train question goes to the `trains` tool (Path B). Triage
+    // requests carry the recent turns, so this route comes before the
+    // reminder's, which an earlier turn would match.
     model.route(
         "next train to Leeds",
         Script::json(json!({"branch": "act", "mode": "ACT", "tools": ["trains"], "skills": [],
             "confidence_internal": 0.2, "confidence_tool_need": 0.9, "freshness_risk": 0.8, "reasoning": "scripted"})),
+    );
+    model.route(
+        "remind me to",
+        Script::json(json!({"branch": "act", "mode": "ACT", "tools": [], "skills": ["schedule"],
+            "confidence_internal": 0.8, "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
     );
     model.route(marker::TRIAGE, triage_answer("RESPOND"));
     model

@@ -64,6 +64,10 @@ impl Guest for Stage {
         run(&request, tools::finish).await.map_err(err)
     }
 
+    async fn fail_tool_work(request: String) -> Result<String, StageError> {
+        run(&request, tools::fail).await.map_err(err)
+    }
+
     async fn take_tool_reply(request: String) -> Result<String, StageError> {
         run(&request, tools::take).await.map_err(err)
     }

@@ -174,6 +174,10 @@ impl Out {
     fn close(&mut self) {
         let _ = self.frames.unbounded_send(Frame::Close);
     }
+    /// The client went away (the writer stopped).
+    fn gone(&self) -> bool {
+        self.frames.is_closed()
+    }
 }
 
 /// Forwards frames to the client, adding keepalives and `still_working`,
@@ -387,9 +391,12 @@ async fn pipeline_steps(
     // Path B: triage chose to act with tools (named, or relevant to the
     // message when it named none but tools exist; D-C19).
     if triaged.mode == Mode::Act {
+        // Relevance only when triage left nothing else to act with: a
+        // contextual skill (a reminder, a list) is the message's own ask.
+        let contextual = triaged.skills.iter().any(|s| !tri::PRIMITIVES.contains(&s.as_str()));
         let tools = if !triaged.tools.is_empty() {
             triaged.tools.clone()
-        } else if !input.tools.is_empty() {
+        } else if !input.tools.is_empty() && !contextual {
             relevant_tools(&msg.text).await?
         } else {
             Vec::new()
@@ -532,15 +539,22 @@ async fn path_b(
         "context_snapshot": {"warmth": ctx.warmth, "tool_hints": tools, "exchange_id": exchange_id},
         "context": ctx, "now_ms": now,
     });
-    let queued: Value = decode(
-        &act_stage::enqueue_tool_work(json!({"request_id": request_id, "payload": payload, "now_ms": now}).to_string())
-            .await?,
-    )?;
-    let job_id = queued["job_id"].as_i64().unwrap_or_default();
-    out.event("status", json!({"stage": "tools", "tools": tools, "job_id": job_id}));
     let (started, wait) = (clock::system_ms(), tool_wait_ms().await);
+    let queued: Value = decode(
+        &act_stage::enqueue_tool_work(
+            json!({"request_id": request_id, "payload": payload, "now_ms": now,
+                   "deliver_by_ms": started + wait + DELIVERY_MARGIN_MS})
+            .to_string(),
+        )
+        .await?,
+    )?;
+    let Some(job_id) = queued["job_id"].as_i64() else {
+        return Err(StageError { code: "internal".into(), message: "the tool job got no id".into() });
+    };
+    out.event("status", json!({"stage": "tools", "tools": tools, "job_id": job_id}));
     loop {
-        let give_up = clock::system_ms().saturating_sub(started) >= wait;
+        // A client that went away cannot take the reply: /events will.
+        let give_up = clock::system_ms().saturating_sub(started) >= wait || out.gone();
         let taken: Value = decode(
             &act_stage::take_tool_reply(
                 json!({"job_id": job_id, "request_id": request_id, "give_up": give_up}).to_string(),
@@ -565,6 +579,13 @@ async fn path_b(
                 }
                 break;
             }
+            Some("gone") => {
+                out.event(
+                    "error",
+                    json!({"message": "The tool work was deleted before it finished; send the message again.", "recoverable": true}),
+                );
+                break;
+            }
             Some("events") => {
                 out.event(
                     "status",
@@ -581,6 +602,9 @@ async fn path_b(
 
 /// How often the stream looks for the tool worker's reply.
 const TOOL_POLL_MS: u64 = 200;
+/// Past the stream's wait by this much, a reply nobody took goes to
+/// `/events` (the stream is gone).
+const DELIVERY_MARGIN_MS: u64 = 10_000;
 
 /// The deterministic replies of the social exit (D-C7).
 fn social_reply(social: SocialMode, text: &str, ctx: &Assembled) -> (Mode, String) {

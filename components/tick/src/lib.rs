@@ -98,9 +98,9 @@ async fn handle(req: Request) -> impl IntoResponse {
             json(StatusCode::OK, &json!({ "job": job, "took_ms": now_ms().saturating_sub(started), "result": result }))
         }
         // A cycle whose claim another tick took over (it outlived its
-        // lease) wrote nothing: the scheduler's call did not fail, the
-        // work is the other tick's (D-CL5).
-        Err(e) if e.code == "conflict" => json(
+        // lease) wrote nothing under the claim: the scheduler's call did
+        // not fail, the work is the other tick's (D-CL5).
+        Err(e) if e.code == "lease-lost" => json(
             StatusCode::OK,
             &json!({ "job": job, "took_ms": now_ms().saturating_sub(started),
                      "result": { "due": true, "ran": false, "abandoned": e.message } }),

@@ -221,7 +221,7 @@ async fn abandon(
     now: u64,
     e: StageError,
 ) -> Result<Value, StageError> {
-    if e.code != "conflict" {
+    if e.code != "lease-lost" {
         return Err(e);
     }
     tasks::end_cycle(

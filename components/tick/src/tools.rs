@@ -18,9 +18,10 @@ use mneme_conversation::generate::{self, ActResult, ReplySource};
 use mneme_conversation::tools::{self as rules, CriticStep};
 use serde_json::{Value, json};
 
-/// A claimed job is another tick's to take over after this long: three
-/// tools at their longest timeout with two retries, and the reply.
-pub const LEASE_MS: u64 = 300_000;
+/// A claimed job is another tick's to take over after this long: above
+/// the longest a job can take (three tools at 30 s, each called three
+/// times, nine critic calls at 5 s, and the reply's 30 s: 345 s).
+pub const LEASE_MS: u64 = 420_000;
 /// No new job starts after this much of one tick.
 const BUDGET_MS: u64 = 20_000;
 const CRITIC_TIMEOUT_MS: u32 = 5_000;
@@ -35,7 +36,24 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     while clock().saturating_sub(started) < BUDGET_MS {
         let claimed = parse(&act::claim_tool_work(json!({"now_ms": clock(), "lease_ms": LEASE_MS}).to_string()).await?);
         let Some(job) = claimed.get("job").filter(|j| !j.is_null()).cloned() else { break };
-        done.push(run(&job, &model, &clock).await?);
+        // One job's failure is that job's: it is failed (its error reaches
+        // the principal) and the tick goes on; a lost claim is the other
+        // worker's to finish.
+        let outcome = match run(&job, &model, &clock).await {
+            Ok(entry) => entry,
+            Err(e) if e.code == "lease-lost" => json!({"job_id": job["id"], "status": "lost", "error": e.message}),
+            Err(e) => {
+                let error = format!("{}: {}", e.code, e.message);
+                let failed = act::fail_tool_work(
+                    json!({"job_id": job["id"], "claim": job["claim"], "error": error, "now_ms": clock()}).to_string(),
+                )
+                .await
+                .map(|s| parse(&s)["delivery"].clone())
+                .unwrap_or(Value::Null);
+                json!({"job_id": job["id"], "status": "failed", "error": error, "delivery": failed})
+            }
+        };
+        done.push(outcome);
     }
     Ok(json!({"jobs": done}))
 }

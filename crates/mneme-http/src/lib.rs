@@ -56,7 +56,7 @@ impl ApiError {
     /// Maps a stage failure (its `code` slug) to the status the caller sees.
     pub fn from_stage(code: &str, message: impl Into<String>) -> Self {
         let status = match code {
-            "conflict" | "terminal" | "forced-decision" | "door-busy" => StatusCode::CONFLICT,
+            "conflict" | "lease-lost" | "terminal" | "forced-decision" | "door-busy" => StatusCode::CONFLICT,
             "malformed-artifact" => StatusCode::UNPROCESSABLE_ENTITY,
             "upstream" | "model-draft-rejected" | "model-error" | "model-timeout" => StatusCode::BAD_GATEWAY,
             "invalid" | "bad-request" => StatusCode::BAD_REQUEST,

@@ -62,6 +62,11 @@ pub async fn commit(req: Request) -> Result<Committed> {
 }
 
 async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
+    // Idempotent by exchange: a worker that runs a job again after a crash
+    // between its commit and its finish writes nothing twice.
+    if !sql.query("SELECT 1 AS one FROM exchanges WHERE id = $1", &[r.exchange_id.as_str().into()]).await?.is_empty() {
+        return Ok(Vec::new());
+    }
     let now = Value::Int(r.now_ms as i64);
     let prior = if r.fast_path {
         None

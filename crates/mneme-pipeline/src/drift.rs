@@ -701,7 +701,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                 .await
                 .map_err(as_store_error)?;
             if released == 0 {
-                return Err(mneme_store::StoreError::new("conflict", "the drift engine's claim is gone"));
+                return Err(mneme_store::StoreError::new("lease-lost", "the drift engine's claim is gone"));
             }
             sql.execute(
                 "INSERT INTO drift_log (id, seed_id, seed_name, seed_kind, topic, concepts, thought_type, content, source, \

@@ -55,7 +55,8 @@ pub type Result<T> = std::result::Result<T, Fail>;
 /// A stage failure inside a store transaction's body: a store code keeps
 /// its meaning, anything else is internal.
 pub fn as_store_error(f: Fail) -> StoreError {
-    const CODES: [&str; 6] = ["bad-sql", "decode", "store-unavailable", "access-denied", "conflict", "upstream"];
+    const CODES: [&str; 7] =
+        ["bad-sql", "decode", "store-unavailable", "access-denied", "conflict", "lease-lost", "upstream"];
     StoreError::new(CODES.into_iter().find(|c| *c == f.code).unwrap_or("internal"), f.message)
 }
 

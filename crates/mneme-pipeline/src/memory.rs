@@ -342,7 +342,8 @@ pub const TABLES: [&str; 34] = [
     "routing_metrics",
 ];
 /// Key-value prefixes of the principal's memory.
-pub const KV_PREFIXES: [&str; 7] = ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:"];
+pub const KV_PREFIXES: [&str; 9] =
+    ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:", "sse_pending:", "critic_rate:"];
 
 /// Everything stored about the principal, as JSON.
 pub async fn export(now_ms: u64) -> Result<J> {

@@ -314,7 +314,7 @@ pub async fn reflect_finish(r: ReflectFinishRequest) -> Result<J> {
         .sql
         .transaction(async |sql: &Sql| {
             if release_reflection(sql, &r.claim, now).await? == 0 {
-                return Err(StoreError::new("conflict", "the reflection batch's claim is gone"));
+                return Err(StoreError::new("lease-lost", "the reflection batch's claim is gone"));
             }
             let (mut reflected, mut counted) = (0, 0);
             for x in &r.results {

@@ -343,7 +343,10 @@ pub async fn checkpoint(r: CheckpointRequest) -> Result<J> {
                 )
                 .await?;
             if n == 0 {
-                return Err(StoreError::new("conflict", format!("task `{}` is no longer claimed by this cycle", r.id)));
+                return Err(StoreError::new(
+                    "lease-lost",
+                    format!("task `{}` is no longer claimed by this cycle", r.id),
+                ));
             }
             schedule::renew(sql, ENGINE, &r.claim, lease).await?;
             Ok(())

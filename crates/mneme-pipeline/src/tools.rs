@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::{Either, select};
 use mneme_conversation::tools::{self as rules, Tool};
 use mneme_store::{Sql, StoreError, Stores, Value};
@@ -129,6 +130,9 @@ pub struct EnqueueRequest {
     pub request_id: String,
     pub payload: J,
     pub now_ms: u64,
+    /// System time after which a finished reply no stream took goes to
+    /// `/events`: the stream's wait, and a margin.
+    pub deliver_by_ms: u64,
 }
 
 /// Step 2 and 3 of Path B: the job on `tool-queue`, and
@@ -136,6 +140,10 @@ pub struct EnqueueRequest {
 pub async fn enqueue(r: EnqueueRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let id = crate::commit::enqueue(&stores.sql, QUEUE, Some(&r.request_id), &r.payload.to_string(), r.now_ms).await?;
+    stores
+        .sql
+        .execute("UPDATE jobs SET deliver_by_ms = $2 WHERE id = $1", &[id.into(), Value::Int(r.deliver_by_ms as i64)])
+        .await?;
     stores.kv.set(&pending_key(&r.request_id), id.to_string().as_bytes(), Some(PENDING_TTL_MS)).await?;
     Ok(json!({"job_id": id}))
 }
@@ -147,6 +155,7 @@ pub use crate::consolidate::ClaimRequest;
 /// failed first.
 pub async fn claim(r: ClaimRequest) -> Result<J> {
     let stores = Stores::open().await?;
+    expire(&stores.sql, r.now_ms).await?;
     let give_up = "'{\"error\": \"the tool worker did not finish\"}'";
     let Some(row) =
         crate::consolidate::claim_job(&stores.sql, &[QUEUE], r.now_ms, r.lease_ms, MAX_ATTEMPTS, give_up).await?
@@ -166,9 +175,10 @@ pub struct FinishRequest {
     pub now_ms: u64,
 }
 
-/// Step 6: the reply stored on the job. When the `/chat` stream gave up
-/// waiting, the reply goes to `/events` as a `tool_result` event, in the
-/// same transaction, so it is delivered exactly once.
+/// Step 6: the reply stored on the job. When no stream will take it (the
+/// stream gave up, or its wait is long over), it goes to `/events` as a
+/// `tool_result` event, in the same transaction, so it is delivered
+/// exactly once.
 pub async fn finish(r: FinishRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let now = r.now_ms as i64;
@@ -183,24 +193,113 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                 )
                 .await?;
             if n == 0 {
-                return Err(StoreError::new("conflict", format!("tool job {} is no longer this worker's", r.job_id)));
+                return Err(StoreError::new("lease-lost", format!("tool job {} is no longer this worker's", r.job_id)));
             }
-            let sent = sql
-                .query(
-                    "UPDATE jobs SET delivery = 'events-sent' WHERE id = $1 AND delivery = 'events' RETURNING ref",
-                    &[r.job_id.into()],
-                )
-                .await?;
-            let Some(row) = sent.first() else { return Ok(json!({"delivery": "chat"})) };
-            let mut payload = r.result.clone();
-            payload["request_id"] = json!(row.opt_text("ref")?);
-            let event = memory::publish_with(sql, "tool_result", &payload, r.now_ms)
-                .await
-                .map_err(|f| StoreError::new("publish", f.message))?;
-            Ok(json!({"delivery": "events", "event_id": event["id"]}))
+            publish_if_unclaimed(sql, r.job_id, &r.result, r.now_ms).await
         })
         .await?;
     Ok(out)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FailRequest {
+    pub job_id: i64,
+    pub claim: String,
+    pub error: String,
+    pub now_ms: u64,
+}
+
+/// A job the worker could not finish: failed with the error, which reaches
+/// the principal like a reply would (the waiting stream, or `/events`).
+pub async fn fail(r: FailRequest) -> Result<J> {
+    let stores = Stores::open().await?;
+    let result = json!({"error": r.error});
+    let out = stores
+        .sql
+        .transaction(async |sql: &Sql| {
+            let n = sql
+                .execute(
+                    "UPDATE jobs SET status = 'failed', result = $3, claim = NULL, updated_ms = $4
+                     WHERE id = $1 AND claim = $2 AND status = 'running'",
+                    &[r.job_id.into(), r.claim.as_str().into(), result.to_string().into(), Value::Int(r.now_ms as i64)],
+                )
+                .await?;
+            if n == 0 {
+                return Err(StoreError::new("lease-lost", format!("tool job {} is no longer this worker's", r.job_id)));
+            }
+            publish_if_unclaimed(sql, r.job_id, &result, r.now_ms).await
+        })
+        .await?;
+    Ok(out)
+}
+
+/// Fails the tool jobs whose lease ran out [`MAX_ATTEMPTS`] times, each
+/// error delivered as a failed job's is; and sends to `/events` every
+/// ended job's reply that no stream took by its deadline (the stream died
+/// before it could).
+async fn expire(sql: &Sql, now_ms: u64) -> Result<()> {
+    // A read first: most ticks find nothing and take no write lock.
+    let due = sql
+        .query(
+            "SELECT count(*) AS n FROM jobs WHERE queue = $1 AND (
+                 (status = 'running' AND lease_until_ms < $2 AND attempts >= $3)
+              OR (status IN ('done', 'failed') AND delivery IS NULL AND deliver_by_ms < $2))",
+            &[QUEUE.into(), Value::Int(now_ms as i64), MAX_ATTEMPTS.into()],
+        )
+        .await?;
+    if due.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0) == 0 {
+        return Ok(());
+    }
+    let error = json!({"error": "the tool worker did not finish"});
+    sql.transaction(async |sql: &Sql| {
+        let ended = sql
+            .query(
+                "SELECT id, result FROM jobs WHERE queue = $1 AND status IN ('done', 'failed')
+                 AND delivery IS NULL AND deliver_by_ms < $2",
+                &[QUEUE.into(), Value::Int(now_ms as i64)],
+            )
+            .await?;
+        for row in &ended {
+            let result: J = row.opt_text("result")?.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(J::Null);
+            publish_if_unclaimed(sql, row.i64("id")?, &result, now_ms).await?;
+        }
+        let rows = sql
+            .query(
+                "UPDATE jobs SET status = 'failed', claim = NULL, updated_ms = $1, result = $4
+                 WHERE queue = $2 AND status = 'running' AND lease_until_ms < $1 AND attempts >= $3 RETURNING id",
+                &[Value::Int(now_ms as i64), QUEUE.into(), MAX_ATTEMPTS.into(), error.to_string().into()],
+            )
+            .await?;
+        for row in &rows {
+            publish_if_unclaimed(sql, row.i64("id")?, &error, now_ms).await?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+/// Inside the transaction that ends a job: when the stream gave up
+/// (`delivery = events`) or its wait is over with nobody taking the reply,
+/// marks it sent and publishes it as a `tool_result` event.
+async fn publish_if_unclaimed(sql: &Sql, job_id: i64, result: &J, now_ms: u64) -> std::result::Result<J, StoreError> {
+    let sent = sql
+        .query(
+            "UPDATE jobs SET delivery = 'events-sent'
+             WHERE id = $1 AND (delivery = 'events' OR (delivery IS NULL AND deliver_by_ms < $2)) RETURNING ref",
+            &[job_id.into(), Value::Int(now_ms as i64)],
+        )
+        .await?;
+    let Some(row) = sent.first() else { return Ok(json!({"delivery": "chat"})) };
+    let mut payload = result.clone();
+    payload["request_id"] = json!(row.opt_text("ref")?);
+    if let Some(e) = result["error"].as_str() {
+        payload["text"] = json!(format!("The tools could not finish: {e}."));
+    }
+    let event = memory::publish_with(sql, "tool_result", &payload, now_ms)
+        .await
+        .map_err(|f| StoreError::new("publish", f.message))?;
+    Ok(json!({"delivery": "events", "event_id": event["id"]}))
 }
 
 #[derive(Debug, Deserialize)]
@@ -235,7 +334,21 @@ pub async fn take(r: TakeRequest) -> Result<J> {
         )
         .await?
     };
-    let Some(row) = rows.first() else { return Ok(json!({"state": "pending"})) };
+    let Some(row) = rows.first() else {
+        // Not ours to take: still running, already sent to /events, or gone
+        // (deleted with everything else).
+        let found = sql.query("SELECT delivery FROM jobs WHERE id = $1", &[r.job_id.into()]).await?;
+        let state = match found.first() {
+            None => "gone",
+            Some(f) if f.opt_text("delivery")?.is_some() => "events",
+            Some(_) if r.give_up => "events",
+            Some(_) => "pending",
+        };
+        if state != "pending" {
+            let _ = stores.kv.delete(&pending_key(&r.request_id)).await;
+        }
+        return Ok(json!({"state": state}));
+    };
     let delivery = row.text("delivery")?;
     // The stream is done waiting either way.
     let _ = stores.kv.delete(&pending_key(&r.request_id)).await;
@@ -262,16 +375,28 @@ pub async fn call(tool: &Tool, body: &J) -> (&'static str, String) {
         Ok(r) => r,
         Err(e) => return ("error", format!("{}: {e}", tool.name)),
     };
-    let timeout = Box::pin(spin_sdk::time::sleep(Duration::from_millis(tool.timeout_ms)));
-    let resp = match select(Box::pin(spin_sdk::http::send(req)), timeout).await {
-        Either::Left((Ok(r), _)) => r,
-        Either::Left((Err(e), _)) => return ("error", format!("{} could not be reached: {e:?}", tool.name)),
-        Either::Right(_) => return ("timeout", format!("{} gave no answer within {} ms", tool.name, tool.timeout_ms)),
+    // The answer's headers and body both fall under the timeout; reading
+    // stops at MAX_ANSWER_BYTES.
+    let exchange = async {
+        let resp = spin_sdk::http::send(req).await.map_err(|e| format!("{} could not be reached: {e:?}", tool.name))?;
+        let status = resp.status().as_u16();
+        let mut stream = resp.into_body().stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| format!("{}: reading the answer: {e:?}", tool.name))?;
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() >= MAX_ANSWER_BYTES {
+                bytes.truncate(MAX_ANSWER_BYTES);
+                break;
+            }
+        }
+        Ok::<_, String>((status, bytes))
     };
-    let status = resp.status().as_u16();
-    let bytes = match resp.into_body().bytes().await {
-        Ok(b) => b,
-        Err(e) => return ("error", format!("{}: reading the answer: {e:?}", tool.name)),
+    let timeout = Box::pin(spin_sdk::time::sleep(Duration::from_millis(tool.timeout_ms)));
+    let (status, bytes) = match select(Box::pin(exchange), timeout).await {
+        Either::Left((Ok(answer), _)) => answer,
+        Either::Left((Err(e), _)) => return ("error", e),
+        Either::Right(_) => return ("timeout", format!("{} gave no answer within {} ms", tool.name, tool.timeout_ms)),
     };
     let text = rules::answer_text(&bytes);
     if (200..300).contains(&status) {
@@ -280,6 +405,9 @@ pub async fn call(tool: &Tool, body: &J) -> (&'static str, String) {
         ("error", format!("{} answered {status}: {text}", tool.name))
     }
 }
+
+/// The most of a tool's answer that is read.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Deserialize)]
 pub struct CallRequest {

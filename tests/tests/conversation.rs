@@ -223,7 +223,7 @@ fn triage_falls_back_at_500_ms_and_on_malformed_output() {
         let model = FakeModel::start(Script { reply: "Sure.".into(), ..Default::default() });
         let app = start(&b, Some(&model));
         let cases = [
-            (Script { delay: Duration::from_millis(300), ..triage_answer("RESPOND") }, "model", Value::Null),
+            (Script { delay: Duration::from_millis(50), ..triage_answer("RESPOND") }, "model", Value::Null),
             (
                 Script { delay: Duration::from_millis(800), ..triage_answer("RESPOND") },
                 "heuristic",
@@ -454,7 +454,7 @@ fn a_live_events_stream_delivers_an_event_published_while_connected() {
         chat_at(&app, json!({"text": "remind me to drink water in 1 minute"}), Some(t0));
         let a = auth();
         std::thread::scope(|s| {
-            let stream = s.spawn(|| app.request("GET", "/events?wait=4", &[("authorization", a.as_str())], None));
+            let stream = s.spawn(|| app.request("GET", "/events?wait=10", &[("authorization", a.as_str())], None));
             std::thread::sleep(Duration::from_millis(1500));
             let r = app.request(
                 "POST",

@@ -53,6 +53,32 @@ fn statuses(events: &[(String, Value)]) -> Vec<String> {
     events.iter().filter(|(n, _)| n == "status").filter_map(|(_, v)| v["stage"].as_str().map(String::from)).collect()
 }
 
+/// The `tool_result` events' payloads on `/events`, read on the system
+/// clock (the worker's; the cron sends no test clock).
+fn tool_events(app: &App) -> Vec<Value> {
+    let auth = format!("Bearer {TEST_KEY}");
+    let r = app.request("GET", "/events?wait=0", &[("authorization", &auth)], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    parse_sse(&r.body).into_iter().filter(|(n, _)| n == "tool_result").map(|(_, v)| v["payload"].clone()).collect()
+}
+
+/// The `tool_result` events once one has arrived (within 60 s), checked
+/// again after three more worker ticks: a reply is published once.
+fn tool_results(app: &App) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let first = loop {
+        let got = tool_events(app);
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "no tool_result event: {}", app.log());
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(tool_events(app), first, "published once");
+    first
+}
+
 fn triage_with_tools(tools: &[&str]) -> Script {
     Script::json(json!({"branch": "act", "mode": "ACT", "tools": tools, "skills": [],
         "confidence_internal": 0.2, "confidence_tool_need": 0.9, "freshness_risk": 0.8, "reasoning": "needs the tool"}))
@@ -201,24 +227,7 @@ fn a_reply_later_than_the_stream_waits_arrives_on_events() {
         assert_eq!(statuses(&events), ["processing", "thinking", "tools", "deferred"], "{events:?}");
         assert!(event(&events, "message").is_none(), "{events:?}");
         assert!(event(&events, "done").is_some());
-        let auth = format!("Bearer {TEST_KEY}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let delivered = loop {
-            // The worker runs on the system clock (the cron sends no test
-            // clock), so the event is read on it too.
-            let r = app.request("GET", "/events?wait=0", &[("authorization", &auth)], None);
-            assert_eq!(r.status, 200);
-            let got: Vec<Value> = parse_sse(&r.body)
-                .into_iter()
-                .filter(|(n, _)| n == "tool_result")
-                .map(|(_, v)| v["payload"].clone())
-                .collect();
-            if !got.is_empty() {
-                break got;
-            }
-            assert!(Instant::now() < deadline, "no tool_result event: {}", app.log());
-            std::thread::sleep(Duration::from_millis(250));
-        };
+        let delivered = tool_results(&app);
         assert_eq!(delivered.len(), 1, "{delivered:?}");
         let e = &delivered[0];
         assert_eq!(e["request_id"], request_id.as_str());
@@ -268,35 +277,33 @@ fn a_dropped_stream_or_a_deleted_job_still_ends_cleanly() {
                 seen.extend_from_slice(&buf[..n]);
             }
         }
-        let auth = format!("Bearer {TEST_KEY}");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let delivered = loop {
-            let r = app.request("GET", "/events?wait=0", &[("authorization", &auth)], None);
-            let got: Vec<Value> = parse_sse(&r.body)
-                .into_iter()
-                .filter(|(n, _)| n == "tool_result")
-                .map(|(_, v)| v["payload"].clone())
-                .collect();
-            if !got.is_empty() {
-                break got;
-            }
-            assert!(Instant::now() < deadline, "the dropped stream's reply never reached /events: {}", app.log());
-            std::thread::sleep(Duration::from_millis(250));
-        };
+        let delivered = tool_results(&app);
         assert_eq!(delivered.len(), 1);
         assert!(delivered[0]["text"].as_str().unwrap().contains("platform 2"), "{delivered:?}");
 
-        // A job deleted under a waiting stream: the stream says so and ends.
+        drop(app);
+
+        // A job deleted under a waiting stream: the stream says so and
+        // ends, and the worker commits nothing of it afterwards.
+        let (b, dir) = (BackendEnv::new(backend), tempfile::tempdir().unwrap());
+        let app = start(&b, dir.path(), None, &server, 30_000);
+        tool(&app, &server, "trains", "Looks up the latest train departures from a station.", json!({}));
         server.set_delayed("POST", "/trains", 200, &json!({"result": "late"}), Duration::from_millis(4_000));
-        let waiting = std::thread::scope(|s| {
+        let (events, _) = std::thread::scope(|s| {
             let chat = s.spawn(|| chat(&app, "Check the latest train departures to York", T0 + 60_000));
-            std::thread::sleep(Duration::from_millis(1_000));
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while ok(app.call("GET", "/jobs?queue=tool-queue", None, T0), 200).as_array().is_none_or(Vec::is_empty) {
+                assert!(Instant::now() < deadline, "the tool job was never queued");
+                std::thread::sleep(Duration::from_millis(50));
+            }
             ok(app.call("DELETE", "/privacy/delete-all?confirm=true", None, T0 + 60_000), 200);
             chat.join().unwrap()
         });
-        let (events, _) = waiting;
         let error = event(&events, "error").unwrap_or_else(|| panic!("an error event: {events:?}"));
         assert!(error["message"].as_str().unwrap().contains("deleted"), "{error}");
         assert!(event(&events, "done").is_some());
+        // The tool answers after 4 s; by 8 s the worker has tried to commit.
+        std::thread::sleep(Duration::from_secs(8));
+        assert!(app.table("exchanges", T0 + 60_000).is_empty(), "nothing of the deleted job comes back");
     }
 }

@@ -594,7 +594,12 @@ async fn path_b(
                 );
                 break;
             }
-            _ => spin_sdk::time::sleep(Duration::from_millis(TOOL_POLL_MS)).await,
+            _ => {
+                // A comment each poll: a client that went away is noticed
+                // within one poll, before the reply is taken for it.
+                out.raw(sse::comment("waiting for the tools"));
+                spin_sdk::time::sleep(Duration::from_millis(TOOL_POLL_MS)).await
+            }
         }
     }
     Ok(clock::system_ms().saturating_sub(started))

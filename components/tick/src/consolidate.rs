@@ -40,7 +40,7 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
             )
             .await
             .map(|s| json!({"job_id": id, "queue": queue, "status": "done", "result": parse(&s)}))
-            .map_err(|e| (format!("{}: {}", e.code, e.message), e.code != "conflict")),
+            .map_err(|e| (format!("{}: {}", e.code, e.message), e.code != "lease-lost")),
             Err(error) => Err((error, true)),
         };
         let entry = match outcome {

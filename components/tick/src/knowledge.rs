@@ -115,7 +115,7 @@ async fn run_job(
     )
     .await
     .map_err(|e| {
-        let retry = e.code != "conflict";
+        let retry = e.code != "lease-lost";
         (stage(e), retry)
     })?;
     Ok(parse(&applied))

@@ -137,7 +137,8 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
                    "source": p["source"], "text": text, "reply": reply, "mode": mode, "confidence": confidence,
                    "reply_source": source, "topic": topic, "previous_topic": ctx.previous_topic, "tools": names,
                    "now_ms": p["now_ms"], "duration_ms": clock().saturating_sub(began),
-                   "generation_ms": clock().saturating_sub(gen_started), "fast_path": false})
+                   "generation_ms": clock().saturating_sub(gen_started), "fast_path": false,
+                   "job": {"id": job["id"], "claim": job["claim"]}})
             .to_string(),
         )
         .await?,

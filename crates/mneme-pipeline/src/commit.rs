@@ -40,6 +40,16 @@ pub struct Request {
     pub generation_ms: Option<u64>,
     /// A social exit: no encode event (nothing to consolidate).
     pub fast_path: bool,
+    /// Path B's worker commits under its claim on the tool job: a job
+    /// deleted or taken over meanwhile commits nothing.
+    #[serde(default)]
+    pub job: Option<JobClaim>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JobClaim {
+    pub id: i64,
+    pub claim: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -53,15 +63,27 @@ pub async fn commit(req: Request) -> Result<Committed> {
     let jobs = stores
         .sql
         .transaction(async |sql: &Sql| {
-            commit_in(sql, &req)
-                .await
-                .map_err(|f| mneme_store::StoreError::new("commit", format!("{}: {}", f.code, f.message)))
+            commit_in(sql, &req).await.map_err(|f| match f.code.as_str() {
+                "lease-lost" => mneme_store::StoreError::new("lease-lost", f.message),
+                _ => mneme_store::StoreError::new("commit", format!("{}: {}", f.code, f.message)),
+            })
         })
         .await?;
     Ok(Committed { exchange_id: req.exchange_id, jobs })
 }
 
 async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
+    if let Some(j) = &r.job {
+        let held = sql
+            .query(
+                "SELECT 1 AS one FROM jobs WHERE id = $1 AND claim = $2 AND status = 'running'",
+                &[j.id.into(), j.claim.as_str().into()],
+            )
+            .await?;
+        if held.is_empty() {
+            return Err(Fail::new("lease-lost", format!("tool job {} is no longer this worker's", j.id)));
+        }
+    }
     // Idempotent by exchange: a worker that runs a job again after a crash
     // between its commit and its finish writes nothing twice.
     if !sql.query("SELECT 1 AS one FROM exchanges WHERE id = $1", &[r.exchange_id.as_str().into()]).await?.is_empty() {

@@ -304,7 +304,7 @@ async fn held(sql: &Sql, r: &ApplyRequest) -> Result<()> {
         )
         .await?;
     if rows.is_empty() {
-        return Err(Fail::new("conflict", format!("job {} is no longer this worker's", r.job_id)));
+        return Err(Fail::new("lease-lost", format!("job {} is no longer this worker's", r.job_id)));
     }
     Ok(())
 }
@@ -331,7 +331,7 @@ async fn finish(sql: &Sql, r: &ApplyRequest, summary: &J) -> Result<()> {
         )
         .await?;
     if n == 0 {
-        return Err(Fail::new("conflict", format!("job {} is no longer this worker's", r.job_id)));
+        return Err(Fail::new("lease-lost", format!("job {} is no longer this worker's", r.job_id)));
     }
     Ok(())
 }

@@ -255,7 +255,7 @@ pub async fn fail(r: FailRequest) -> Result<J> {
     .await?;
     match status {
         Some(status) => Ok(json!({"status": status})),
-        None => Err(Fail::new("conflict", "the job is no longer claimed by this worker")),
+        None => Err(Fail::new("lease-lost", "the job is no longer claimed by this worker")),
     }
 }
 
@@ -497,7 +497,7 @@ pub async fn apply(r: ApplyRequest) -> Result<J> {
                 )
                 .await?;
             let Some(job) = job.first() else {
-                return Err(mneme_store::StoreError::new("conflict", "the job is no longer claimed by this worker"));
+                return Err(mneme_store::StoreError::new("lease-lost", "the job is no longer claimed by this worker"));
             };
             let source: Source = serde_json::from_str(&job.text("request")?)
                 .map_err(|e| mneme_store::StoreError::new("internal", e.to_string()))?;

@@ -139,10 +139,22 @@ pub struct EnqueueRequest {
 /// `sse_pending:{request_id}` (600 s) naming it.
 pub async fn enqueue(r: EnqueueRequest) -> Result<J> {
     let stores = Stores::open().await?;
-    let id = crate::commit::enqueue(&stores.sql, QUEUE, Some(&r.request_id), &r.payload.to_string(), r.now_ms).await?;
-    stores
+    // The job and its deadline in one transaction: a job without a
+    // deadline would never be swept.
+    let payload = r.payload.to_string();
+    let id = stores
         .sql
-        .execute("UPDATE jobs SET deliver_by_ms = $2 WHERE id = $1", &[id.into(), Value::Int(r.deliver_by_ms as i64)])
+        .transaction(async |sql: &Sql| {
+            let id = crate::commit::enqueue(sql, QUEUE, Some(&r.request_id), &payload, r.now_ms)
+                .await
+                .map_err(crate::as_store_error)?;
+            sql.execute(
+                "UPDATE jobs SET deliver_by_ms = $2 WHERE id = $1",
+                &[id.into(), Value::Int(r.deliver_by_ms as i64)],
+            )
+            .await?;
+            Ok(id)
+        })
         .await?;
     stores.kv.set(&pending_key(&r.request_id), id.to_string().as_bytes(), Some(PENDING_TTL_MS)).await?;
     Ok(json!({"job_id": id}))
@@ -180,25 +192,7 @@ pub struct FinishRequest {
 /// `tool_result` event, in the same transaction, so it is delivered
 /// exactly once.
 pub async fn finish(r: FinishRequest) -> Result<J> {
-    let stores = Stores::open().await?;
-    let now = r.now_ms as i64;
-    let out = stores
-        .sql
-        .transaction(async |sql: &Sql| {
-            let n = sql
-                .execute(
-                    "UPDATE jobs SET status = 'done', result = $3, claim = NULL, updated_ms = $4
-                     WHERE id = $1 AND claim = $2 AND status = 'running'",
-                    &[r.job_id.into(), r.claim.as_str().into(), r.result.to_string().into(), now.into()],
-                )
-                .await?;
-            if n == 0 {
-                return Err(StoreError::new("lease-lost", format!("tool job {} is no longer this worker's", r.job_id)));
-            }
-            publish_if_unclaimed(sql, r.job_id, &r.result, r.now_ms).await
-        })
-        .await?;
-    Ok(out)
+    end_job(r.job_id, &r.claim, "done", &r.result, r.now_ms).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -212,22 +206,27 @@ pub struct FailRequest {
 /// A job the worker could not finish: failed with the error, which reaches
 /// the principal like a reply would (the waiting stream, or `/events`).
 pub async fn fail(r: FailRequest) -> Result<J> {
+    end_job(r.job_id, &r.claim, "failed", &json!({"error": r.error}), r.now_ms).await
+}
+
+/// Ends a job under the worker's claim with `status` and `result`, and
+/// publishes the result when no stream will take it.
+async fn end_job(job_id: i64, claim: &str, status: &str, result: &J, now_ms: u64) -> Result<J> {
     let stores = Stores::open().await?;
-    let result = json!({"error": r.error});
     let out = stores
         .sql
         .transaction(async |sql: &Sql| {
             let n = sql
                 .execute(
-                    "UPDATE jobs SET status = 'failed', result = $3, claim = NULL, updated_ms = $4
+                    "UPDATE jobs SET status = $3, result = $4, claim = NULL, updated_ms = $5
                      WHERE id = $1 AND claim = $2 AND status = 'running'",
-                    &[r.job_id.into(), r.claim.as_str().into(), result.to_string().into(), Value::Int(r.now_ms as i64)],
+                    &[job_id.into(), claim.into(), status.into(), result.to_string().into(), Value::Int(now_ms as i64)],
                 )
                 .await?;
             if n == 0 {
-                return Err(StoreError::new("lease-lost", format!("tool job {} is no longer this worker's", r.job_id)));
+                return Err(StoreError::new("lease-lost", format!("tool job {job_id} is no longer this worker's")));
             }
-            publish_if_unclaimed(sql, r.job_id, &result, r.now_ms).await
+            publish_if_unclaimed(sql, job_id, result, now_ms).await
         })
         .await?;
     Ok(out)

@@ -600,3 +600,36 @@ fn the_spin_llm_interface_can_serve_every_model_call() {
         assert!(g["messages"][0]["content"].as_str().unwrap().contains("### User\nWhat is photosynthesis?"));
     }
 }
+
+/// A fact lives 24 h from when it was written: one millisecond before, the
+/// generation prompt lists it; at 24 h it is gone.
+#[test]
+fn a_fact_expires_24_hours_after_it_was_written() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
+        // The ACT plan fails, so the rules plan: "remember that my X is Y"
+        // memorizes a fact.
+        model.route(marker::ACT_PLAN, Script { status: 500, ..Default::default() });
+        model.route(
+            "remember that my favourite",
+            Script::json(json!({"branch": "act", "mode": "ACT", "tools": [], "skills": ["memorize"],
+                "confidence_internal": 0.8, "confidence_tool_need": 0.1, "freshness_risk": 0.1, "reasoning": "scripted"})),
+        );
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
+        let app = start(&b, Some(&model));
+        let t0: u64 = 1_800_000_000_000;
+        let day = 24 * 3600 * 1000;
+        let said = chat_at(&app, json!({"text": "remember that my favourite tea is oolong"}), Some(t0));
+        assert_eq!(said.status, 200, "{}", said.raw);
+        let listed = |at: u64| {
+            let c = chat_at(&app, json!({"text": "Tell me about oolong tea and my favourite tea"}), Some(at));
+            assert!(!c.named("done").is_empty(), "{}", c.raw);
+            let prompts: Vec<String> = model.requests().into_iter().filter(|r| r.contains("\"stream\":true")).collect();
+            let last = prompts.last().unwrap().clone();
+            last.contains("## Facts") && last.contains("oolong (confidence")
+        };
+        assert!(listed(t0 + day - 1), "the fact lives until 24 h after it was written");
+        assert!(!listed(t0 + day), "at 24 h it has expired");
+    }
+}

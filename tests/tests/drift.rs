@@ -103,6 +103,22 @@ fn concept_index(concepts: &[Value], name: &str) -> usize {
     ids.iter().position(|(_, n)| *n == name).unwrap()
 }
 
+/// A plain episode, then a salient one, which queues semantic
+/// consolidation; the seed that draws the `cello` concept.
+fn cello_concepts(model: &FakeModel, app: &App) -> u64 {
+    for (i, t) in PLAIN.iter().enumerate() {
+        chat(app, t, T0 + i as u64 * MIN);
+    }
+    app.tick("consolidate", T0 + 6 * MIN, 1);
+    model.route(EPISODE, episode_answer(3, 3));
+    for (i, t) in PERSONAL.iter().enumerate() {
+        chat(app, t, T0 + (7 + i as u64) * MIN);
+    }
+    app.tick("consolidate", T0 + 13 * MIN, 1);
+    let concepts = table(app, "semantic_concepts", T0 + 13 * MIN);
+    seed_for(&[concept_index(&concepts, "cello")], concepts.len(), 1)
+}
+
 #[test]
 fn drift_waits_for_idle_and_routes_each_thought_to_its_action() {
     for backend in BACKENDS {
@@ -341,20 +357,8 @@ fn a_crashed_cycle_drifts_once_and_its_gist_reaches_the_next_conversation() {
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let dir = tempfile::tempdir().unwrap();
-        // A plain episode, then a salient one, which queues semantic
-        // consolidation.
         let (model, app, manifest, env) = model_app(&b, dir.path(), 0);
-        for (i, t) in PLAIN.iter().enumerate() {
-            chat(&app, t, T0 + i as u64 * MIN);
-        }
-        app.tick("consolidate", T0 + 6 * MIN, 1);
-        model.route(EPISODE, episode_answer(3, 3));
-        for (i, t) in PERSONAL.iter().enumerate() {
-            chat(&app, t, T0 + (7 + i as u64) * MIN);
-        }
-        app.tick("consolidate", T0 + 13 * MIN, 1);
-        let concepts = table(&app, "semantic_concepts", T0 + 13 * MIN);
-        let cello = seed_for(&[concept_index(&concepts, "cello")], concepts.len(), 1);
+        let cello = cello_concepts(&model, &app);
         let content = "Ana could watch a video of the morning cello practice";
 
         // The thought's model call hangs and the runner is killed.
@@ -418,17 +422,7 @@ fn a_cycle_that_outlives_its_lease_is_abandoned() {
         let b = BackendEnv::new(backend);
         let dir = tempfile::tempdir().unwrap();
         let (model, app, ..) = model_app(&b, dir.path(), 0);
-        for (i, t) in PLAIN.iter().enumerate() {
-            chat(&app, t, T0 + i as u64 * MIN);
-        }
-        app.tick("consolidate", T0 + 6 * MIN, 1);
-        model.route(EPISODE, episode_answer(3, 3));
-        for (i, t) in PERSONAL.iter().enumerate() {
-            chat(&app, t, T0 + (7 + i as u64) * MIN);
-        }
-        app.tick("consolidate", T0 + 13 * MIN, 1);
-        let concepts = table(&app, "semantic_concepts", T0 + 13 * MIN);
-        let cello = seed_for(&[concept_index(&concepts, "cello")], concepts.len(), 1);
+        let cello = cello_concepts(&model, &app);
         let content = "Ana could watch a video of the morning cello practice";
         let at = T0 + 4 * H;
         model.route(THOUGHT, Script { delay: Duration::from_secs(4), ..thought("hypothesis", content) });

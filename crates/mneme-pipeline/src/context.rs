@@ -28,17 +28,35 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     let (sql, kv) = (&stores.sql, &stores.kv);
     let now = req.now_ms;
 
-    // The thread's state and the principal's name in one round trip.
-    let rows = sql
-        .query(
-            "SELECT (SELECT value FROM user_traits WHERE key = 'name') AS name, \
-             (SELECT last_activity_ms FROM threads WHERE id = $1) AS last_activity_ms, \
-             (SELECT exchange_count FROM threads WHERE id = $1) AS exchange_count, \
-             (SELECT previous_mode FROM threads WHERE id = $1) AS previous_mode, \
-             (SELECT previous_tools FROM threads WHERE id = $1) AS previous_tools",
-            &[req.thread_id.as_str().into()],
-        )
-        .await?;
+    // The thread's state and the principal's name in one round trip, and the
+    // thread's topic streak and focus beside it.
+    let (mut rows, mut prior_streak, mut stored_focus) = (Vec::new(), None, None);
+    sql.all::<Fail>(vec![
+        Box::pin(async {
+            rows = sql
+                .query(
+                    "SELECT (SELECT value FROM user_traits WHERE key = 'name') AS name, \
+                     (SELECT last_activity_ms FROM threads WHERE id = $1) AS last_activity_ms, \
+                     (SELECT exchange_count FROM threads WHERE id = $1) AS exchange_count, \
+                     (SELECT previous_mode FROM threads WHERE id = $1) AS previous_mode, \
+                     (SELECT previous_tools FROM threads WHERE id = $1) AS previous_tools",
+                    &[req.thread_id.as_str().into()],
+                )
+                .await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            prior_streak = records::streak(kv, &req.thread_id, now).await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            if !req.light {
+                stored_focus = records::focus(kv, &req.thread_id, now).await?;
+            }
+            Ok(())
+        }),
+    ])
+    .await?;
     let r = rows.first().ok_or_else(|| Fail::new("internal", "the state query returned no row"))?;
     let last_activity = r.opt_i64("last_activity_ms")?.map(|v| v as u64);
     let exchange_count = r.opt_i64("exchange_count")?.unwrap_or(0) as u32;
@@ -54,11 +72,9 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     }
     let name = stated.clone().or(r.opt_text("name")?);
 
-    let prior_streak = records::streak(kv, &req.thread_id, now).await?;
-    let stored_focus = if req.light { None } else { records::focus(kv, &req.thread_id, now).await? };
-
     let mut embed_ms = 0;
     let mut embedding = Vec::new();
+    let (mut new_streak, mut new_focus) = (None, None);
     let (topic_name, is_new_topic, topic_confidence, streak, distracted) = if req.light {
         let t = prior_streak.as_ref().map_or(GENERAL_TOPIC.to_string(), |s| s.topic.clone());
         (t, false, 0.0, prior_streak.as_ref().map_or(0, |s| s.count), false)
@@ -69,7 +85,6 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
         let c =
             classify_topic(sql, &embedding, &req.text, prior_streak.as_ref().map(|s| s.topic.as_str()), now).await?;
         let streak = context::next_streak(prior_streak.as_ref(), &c.topic);
-        records::set_streak(kv, &req.thread_id, &streak, now).await?;
         let mut distracted = false;
         if let Some(f) = &stored_focus {
             distracted =
@@ -77,15 +92,9 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
         }
         if let Some(f) = context::infer_focus(stored_focus.as_ref().map(|f| &f.focus), &streak) {
             let e = embed(&c.topic.replace('-', " "))?;
-            records::set_focus(
-                kv,
-                &req.thread_id,
-                &records::StoredFocus { focus: f, embedding: e },
-                now,
-                STREAK_TTL_MS,
-            )
-            .await?;
+            new_focus = Some(records::StoredFocus { focus: f, embedding: e });
         }
+        new_streak = Some(streak.clone());
         (c.topic, c.is_new_topic, c.similarity, streak.count, distracted)
     };
     if req.light {
@@ -107,24 +116,59 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
             ..Default::default()
         });
     }
-    let turns = wm::read(sql, &req.thread_id, now).await?;
-    let focus = records::focus(kv, &req.thread_id, now).await?.map(|f| f.focus);
-
-    let gists = records::gists(kv, &topic_name, now).await?;
-    let facts = records::facts(kv, &topic_name, now).await?;
-    let fok = records::fok(kv, &topic_name).await?;
-    let world_state = world_state(sql, focus.as_ref(), now).await?;
-    let memories = crate::consolidate::memories(sql, &req.text, &embedding).await?;
+    // The focus as this request leaves it.
+    let focus = new_focus.as_ref().or(stored_focus.as_ref()).map(|f| f.focus.clone());
+    let (mut turns, mut gists, mut facts, mut fok) = (Vec::new(), Vec::new(), Vec::new(), 0.0);
+    let (mut world_state, mut memories, mut recent) = (String::new(), Vec::new(), Vec::new());
+    sql.all::<Fail>(vec![
+        Box::pin(async {
+            if let Some(s) = &new_streak {
+                records::set_streak(kv, &req.thread_id, s, now).await?;
+            }
+            if let Some(f) = &new_focus {
+                records::set_focus(kv, &req.thread_id, f, now, STREAK_TTL_MS).await?;
+            }
+            Ok(())
+        }),
+        Box::pin(async {
+            turns = wm::read(sql, &req.thread_id, now).await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            gists = records::gists(kv, &topic_name, now).await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            facts = records::facts(kv, &topic_name, now).await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            fok = records::fok(kv, &topic_name).await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            world_state = crate::context::world_state(sql, focus.as_ref(), now).await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            memories = crate::consolidate::memories(sql, &req.text, &embedding).await?;
+            Ok(())
+        }),
+        Box::pin(async {
+            recent = sql
+                .query(
+                    "SELECT router_confidence FROM routing_decisions WHERE topic = $1 ORDER BY id DESC LIMIT 3",
+                    &[topic_name.as_str().into()],
+                )
+                .await?;
+            Ok(())
+        }),
+    ])
+    .await?;
     let wm_turns = wm::turn_count(&turns);
     let warmth = context::warmth(wm_turns, gists.len(), !world_state.is_empty());
     let density = context::density(gists.len(), facts.len());
     let memory_confidence = context::memory_confidence(fok, warmth.warmth, density, is_new_topic);
-    let recent = sql
-        .query(
-            "SELECT router_confidence FROM routing_decisions WHERE topic = $1 ORDER BY id DESC LIMIT 3",
-            &[topic_name.as_str().into()],
-        )
-        .await?;
     let mut recent_router_confidences =
         recent.iter().map(|r| r.f64("router_confidence")).collect::<std::result::Result<Vec<_>, _>>()?;
     recent_router_confidences.reverse();

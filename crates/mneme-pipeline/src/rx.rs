@@ -15,7 +15,7 @@ use mneme_rx::artifact;
 use mneme_rx::door::{Door, SignalSource, Store, parse_instant, valid_name};
 use mneme_rx::lifecycle::{self, Disposition, Status};
 use mneme_rx::signals::{self, Acute, AuxRow, Component, Dedup, Prior, Signals};
-use mneme_store::{Row, Sql, StoreError, Value};
+use mneme_store::{Piece, Row, Sql, StoreError, Value};
 use serde::Deserialize;
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
@@ -527,17 +527,54 @@ pub async fn begin(r: Begin) -> Result<J> {
                     if !try_claim(sql, &door, &claim).await? {
                         return Ok(None);
                     }
-                    let mut trace = Trace::default();
-                    let steps = local_steps(sql, &door, now).await?;
-                    trace.push_timed("0.5", steps.revive.0, steps.revive.1);
-                    let (took, outcome) = steps.reconcile.unwrap_or((Duration::ZERO, "nothing to reconcile".into()));
-                    trace.push_timed("0.7", took, outcome);
-                    match assess(sql, &door, now, &mut trace).await {
-                        Ok(a) => Ok(Some(Ok(conclude(sql, &door, &claim, a, trace, now).await?))),
+                    // Three independent reads go out together: steps 0.5 and
+                    // 0.7 with the priors step 4 weighs (which reconcile may
+                    // have patched), steps 1–2, and the NN a confirmation
+                    // would take.
+                    let (mut local, mut sources, mut nn) = (None, None, None);
+                    let since = now - signals::DEDUP_WINDOW_MS;
+                    sql.all::<Fail>(vec![
+                        Box::pin(async {
+                            local = Some(match local_steps(sql, &door, now).await {
+                                Ok(steps) => open_priors(sql, &door, Some(since)).await.map(|p| (steps, p)),
+                                Err(e) => Err(e),
+                            });
+                            Ok(())
+                        }),
+                        Box::pin(async {
+                            let mut t = Trace::default();
+                            sources = Some(read_sources(sql, &door, &mut t).await.map(|s| (s, t)));
+                            Ok(())
+                        }),
+                        Box::pin(async {
+                            nn = Some(next_nn(sql, &door.name, "no-change", &day(now)).await);
+                            Ok(())
+                        }),
+                    ])
+                    .await
+                    .map_err(as_store_error)?;
+                    let (local, sources, nn) = (local.expect("ran"), sources.expect("ran"), nn.expect("ran"));
+                    let ((signals_read, aux), read_trace) = match sources {
+                        Ok(s) => s,
                         // Steps 0.5 and 0.7 stand and the door is free again; if
                         // the failure broke the transaction (Postgres refuses
                         // every later statement), it all rolls back with the
                         // original failure.
+                        Err(f) => {
+                            return match (&local, release_lock(sql, &door.name, &claim).await) {
+                                (Ok(_), Ok(_)) => Ok(Some(Err(f))),
+                                _ => Err(as_store_error(f)),
+                            };
+                        }
+                    };
+                    let (steps, recent) = local?;
+                    let mut trace = Trace::default();
+                    trace.push_timed("0.5", steps.revive.0, steps.revive.1);
+                    let (took, outcome) = steps.reconcile.unwrap_or((Duration::ZERO, "nothing to reconcile".into()));
+                    trace.push_timed("0.7", took, outcome);
+                    trace.0.extend(read_trace.0);
+                    match decide(&door, now, signals_read, aux, &recent, &mut trace) {
+                        Ok(a) => Ok(Some(Ok(conclude(sql, &door, &claim, a, trace, now, Some(nn?)).await?))),
                         Err(f) => match release_lock(sql, &door.name, &claim).await {
                             Ok(_) => Ok(Some(Err(f))),
                             Err(_) => Err(as_store_error(f)),
@@ -571,7 +608,7 @@ pub async fn begin(r: Begin) -> Result<J> {
             (_, None) => trace.push_timed("0.7", Duration::ZERO, "nothing to reconcile"),
         }
         let a = assess(sql, &door, now, &mut trace).await?;
-        Ok(sql.transaction(async |sql: &Sql| conclude(sql, &door, &claim, a, trace, now).await).await?)
+        Ok(sql.transaction(async |sql: &Sql| conclude(sql, &door, &claim, a, trace, now, None).await).await?)
     }
     .await;
     // A dedup released the door with its confirmation; a failure frees it here.
@@ -595,14 +632,27 @@ struct Assessed {
 /// Steps 1–4 up to the dedup decision; nothing is written.
 async fn assess(sql: &Sql, door: &Door, now: i64, trace: &mut Trace) -> Result<Assessed> {
     let (s, aux) = read_sources(sql, door, trace).await?;
+    // Only a rec younger than the dedup window can absorb the run.
+    let recent = open_priors(sql, door, Some(now - signals::DEDUP_WINDOW_MS)).await?;
+    decide(door, now, s, aux, &recent, trace)
+}
+
+/// Steps 3 and 4 over what steps 1–2 read and the door's open recs younger
+/// than the dedup window.
+fn decide(
+    door: &Door,
+    now: i64,
+    s: Signals,
+    aux: Vec<AuxRow>,
+    recent: &[Prior],
+    trace: &mut Trace,
+) -> Result<Assessed> {
     let t = Instant::now();
     let c = signals::composite(door, &s, &aux).map_err(|e| Fail::new("upstream", e))?;
     trace.push("3", t, format!("drift {}", artifact::num(c.drift_score)));
     let step4 = Instant::now();
     let driving = signals::driving(door, &s);
-    // Only a rec younger than the dedup window can absorb the run.
-    let recent = open_priors(sql, door, Some(now - signals::DEDUP_WINDOW_MS)).await?;
-    let decision = signals::dedup(&recent, &driving, c.drift_score, &s.acute, now);
+    let decision = signals::dedup(recent, &driving, c.drift_score, &s.acute, now);
     Ok(Assessed { signals: s, aux, composite: c, driving, decision, step4 })
 }
 
@@ -616,22 +666,37 @@ async fn conclude(
     a: Assessed,
     mut trace: Trace,
     now: i64,
+    confirmation_nn: Option<i64>,
 ) -> std::result::Result<J, StoreError> {
     let Assessed { signals: s, aux, composite: c, driving, decision, step4 } = a;
     let why = match decision {
         Dedup::Same(prior) => {
             let (tldr, md) = artifact::confirmation(door, &prior, c.drift_score, &driving, &timestamp(now as u64));
             let d = day(now);
-            let nn = next_nn(sql, &door.name, "no-change", &d).await?;
+            let nn = match confirmation_nn {
+                Some(nn) => nn,
+                None => next_nn(sql, &door.name, "no-change", &d).await?,
+            };
             let path = artifact::confirmation_path(&door.title, &d, nn);
-            sql.execute(
-                "INSERT INTO rx_artifacts (path, door, kind, day, nn, rec_id, status, driving_signal, drift_score, tldr, markdown, created_ms, updated_ms)
-                 VALUES ($1, $2, 'no-change', $3, $4, $5, 'no-change', $6, $7, $8, $9, $10, $10)",
-                &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), prior.id.as_str().into(),
-                  driving.as_str().into(), c.drift_score.into(), tldr.as_str().into(), md.as_str().into(), now.into()],
-            )
+            let mut released = false;
+            sql.all(vec![
+                Box::pin(async {
+                    sql.execute(
+                        "INSERT INTO rx_artifacts (path, door, kind, day, nn, rec_id, status, driving_signal, drift_score, tldr, markdown, created_ms, updated_ms)
+                         VALUES ($1, $2, 'no-change', $3, $4, $5, 'no-change', $6, $7, $8, $9, $10, $10)",
+                        &[path.as_str().into(), door.name.as_str().into(), d.as_str().into(), nn.into(), prior.id.as_str().into(),
+                          driving.as_str().into(), c.drift_score.into(), tldr.as_str().into(), md.as_str().into(), now.into()],
+                    )
+                    .await?;
+                    Ok(())
+                }) as Piece<'_>,
+                Box::pin(async {
+                    released = release_lock(sql, &door.name, claim).await?;
+                    Ok(())
+                }),
+            ])
             .await?;
-            if !release_lock(sql, &door.name, claim).await? {
+            if !released {
                 return Err(StoreError::new("conflict", "the run lost its door lock (it took longer than the lease)"));
             }
             trace.push("4", step4, format!("no change: absorbed by {}; confirmation {path}", prior.id));

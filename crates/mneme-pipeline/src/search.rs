@@ -116,7 +116,12 @@ pub struct Candidates {
     pub found: std::collections::HashMap<i64, (String, f32)>,
     /// The order for the mode asked, with its score.
     pub fused: Vec<(i64, f64)>,
+    /// The query's embedding (the full-text search and the signature
+    /// blocks are read meanwhile).
+    pub embed_ms: u64,
+    /// How much longer those two reads took than the embedding.
     pub text_ms: u64,
+    /// The Hamming shortlist and the candidates' embeddings.
     pub vector_ms: u64,
 }
 
@@ -127,21 +132,61 @@ impl Candidates {
     }
 }
 
-/// Full-text and vector candidates over `corpora`, fused. Three queries:
-/// the full-text search, the signature blocks, and one read of every
-/// candidate's embedding and ref id.
+/// Full-text and vector candidates over `corpora`, fused, for a query whose
+/// embedding is already known.
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
+    Ok(candidates_with(sql, corpora, query, || Ok(embedding.to_vec()), mode).await?.0)
+}
+
+/// Full-text and vector candidates over `corpora`, fused, and the query's
+/// embedding from `embed`. Three queries: the full-text search, the
+/// signature blocks, and one read of every candidate's embedding and ref
+/// id. The first two need no embedding, so they are sent before `embed`
+/// runs and the database answers them while the model works (D-K9).
+pub async fn candidates_with(
+    sql: &Sql,
+    corpora: &[&str],
+    query: &str,
+    embed: impl FnOnce() -> Result<Vec<f32>>,
+    mode: Mode,
+) -> Result<(Candidates, Vec<f32>)> {
     let mut c = Candidates::default();
     let t0 = mneme_store::kv::now_ms();
-    if mode.uses_text() {
-        c.text = text_candidates(sql, corpora, query, fusion::GENERATOR_CANDIDATES).await?;
-    }
+    let reads = futures::future::join(
+        async {
+            match mode.uses_text() {
+                true => text_candidates(sql, corpora, query, fusion::GENERATOR_CANDIDATES).await,
+                false => Ok(Vec::new()),
+            }
+        },
+        async {
+            match mode.uses_vector() {
+                true => signature_blocks(sql, corpora).await,
+                false => Ok(Vec::new()),
+            }
+        },
+    );
+    let mut reads = std::pin::pin!(reads);
+    // One poll sends both statements (both are reads, so they may share
+    // the connection on either backend).
+    let early = futures::poll!(reads.as_mut());
+    let embedding = embed()?;
     let t1 = mneme_store::kv::now_ms();
-    let shortlist = if mode.uses_vector() { shortlist(sql, corpora, embedding).await? } else { Vec::new() };
+    let (text, blocks) = match early {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => reads.await,
+    };
+    c.text = text?;
+    let blocks = blocks?;
+    let t2 = mneme_store::kv::now_ms();
+    let shortlist = match mode.uses_vector() {
+        true => fusion::shortlist(&fusion::signature(&embedding), &blocks, fusion::SHORTLIST),
+        false => Vec::new(),
+    };
     let mut wanted = shortlist.clone();
     wanted.extend(c.text.iter().filter(|t| !shortlist.contains(t)));
     for (seq, ref_id, e) in embeddings(sql, &wanted).await? {
-        c.found.insert(seq, (ref_id, cosine(embedding, &e)));
+        c.found.insert(seq, (ref_id, cosine(&embedding, &e)));
     }
     // Rows deleted since (a superseded entry) drop out here.
     c.text.retain(|t| c.found.contains_key(t));
@@ -158,9 +203,10 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
             fusion::fuse(&c.text, &cosines)
         }
     };
-    c.text_ms = t1.saturating_sub(t0);
-    c.vector_ms = mneme_store::kv::now_ms().saturating_sub(t1);
-    Ok(c)
+    c.embed_ms = t1.saturating_sub(t0);
+    c.text_ms = t2.saturating_sub(t1);
+    c.vector_ms = mneme_store::kv::now_ms().saturating_sub(t2);
+    Ok((c, embedding))
 }
 
 async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize) -> Result<Vec<i64>> {
@@ -190,8 +236,8 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
     rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
 }
 
-/// The Hamming-nearest items of the corpora's signature blocks.
-async fn shortlist(sql: &Sql, corpora: &[&str], embedding: &[f32]) -> Result<Vec<i64>> {
+/// The corpora's signature blocks, for the Hamming shortlist.
+async fn signature_blocks(sql: &Sql, corpora: &[&str]) -> Result<Vec<Block>> {
     let params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
     let rows = sql
         .query(
@@ -206,7 +252,7 @@ async fn shortlist(sql: &Sql, corpora: &[&str], embedding: &[f32]) -> Result<Vec
                 .ok_or_else(|| Fail::new("internal", "a vector block is corrupt"))?,
         );
     }
-    Ok(fusion::shortlist(&fusion::signature(embedding), &blocks, fusion::SHORTLIST))
+    Ok(blocks)
 }
 
 /// The ref ids and stored embeddings of items still in the index.

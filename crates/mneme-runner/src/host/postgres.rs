@@ -79,10 +79,18 @@ fn allowed(v: &SpinView<'_>, address: &str) -> Result<(), Error> {
 
 /// An open pooled connection, and whether the guest has a transaction open
 /// on it (set by `BEGIN`, cleared by `COMMIT` or `ROLLBACK`).
+///
+/// A guest may have several statements in flight on one connection (its
+/// `query` and `execute` imports are async); tokio-postgres pipelines them.
+/// `send` makes them reach the server in the order the guest issued them:
+/// each call holds it, first come first served, until its statement is
+/// prepared and sent, so a statement that needs a prepare round trip is not
+/// overtaken by a later one that is already prepared.
 #[derive(Clone)]
 pub struct PgHandle {
     client: Arc<deadpool_postgres::Object>,
     in_transaction: Arc<std::sync::atomic::AtomicBool>,
+    send: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Drop for PgHandle {
@@ -128,7 +136,11 @@ impl PgBuilder {
 async fn connect(pools: &PgPools, address: &str) -> Result<PgHandle, Error> {
     let pool = pools.pool(address)?;
     let client = pool.get().await.map_err(|e| Error::ConnectionFailed(format!("{e}")))?;
-    Ok(PgHandle { client: Arc::new(client), in_transaction: Arc::new(std::sync::atomic::AtomicBool::new(false)) })
+    Ok(PgHandle {
+        client: Arc::new(client),
+        in_transaction: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        send: Arc::new(tokio::sync::Mutex::new(())),
+    })
 }
 
 /// SQL NULL for a parameter of any type (a typed `None` would fix the type).
@@ -268,6 +280,7 @@ impl PgHandle {
     async fn query(&self, sql: &str, values: &[ParameterValue]) -> Result<RowSet, Error> {
         let boxed = params(values)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+        let turn = self.send.lock().await;
         // Prepared once per pooled connection: a repeated query is then one
         // round trip instead of two (prepare + execute).
         let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
@@ -277,7 +290,7 @@ impl PgHandle {
             .iter()
             .map(|c| Column { name: c.name().to_string(), data_type: data_type(c.type_()) })
             .collect();
-        let rows = self.client.query(&stmt, &refs).await.map_err(query_error)?;
+        let rows = sent_in_turn(turn, self.client.query(&stmt, &refs)).await.map_err(query_error)?;
         let rows = rows.iter().map(|r| (0..r.len()).map(|i| value(r, i)).collect()).collect::<Result<Vec<_>, _>>()?;
         Ok(RowSet { columns, rows })
     }
@@ -285,10 +298,24 @@ impl PgHandle {
     async fn execute(&self, sql: &str, values: &[ParameterValue]) -> Result<u64, Error> {
         let boxed = params(values)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+        let turn = self.send.lock().await;
         let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
-        let n = self.client.execute(&stmt, &refs).await.map_err(query_error)?;
+        let n = sent_in_turn(turn, self.client.execute(&stmt, &refs)).await.map_err(query_error)?;
         note_transaction(&self.in_transaction, sql);
         Ok(n)
+    }
+}
+
+/// Polls a tokio-postgres request once, which puts it on the connection's
+/// queue, then lets the next statement take its turn while this one waits
+/// for its answer.
+async fn sent_in_turn<T>(turn: tokio::sync::MutexGuard<'_, ()>, request: impl std::future::Future<Output = T>) -> T {
+    let mut request = std::pin::pin!(request);
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(request.as_mut().poll(cx))).await;
+    drop(turn);
+    match first {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => request.await,
     }
 }
 

@@ -331,6 +331,38 @@ fn working_memory_expires_24_hours_after_the_last_append() {
 }
 
 #[test]
+fn five_messages_on_one_topic_infer_a_focus_session_that_outlasts_a_change_of_topic() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "noted".into(), ..Default::default() });
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
+        let app = start(&b, Some(&model));
+        let prompts =
+            |m: &FakeModel| m.requests().into_iter().filter(|r| r.contains("\"stream\":true")).collect::<Vec<_>>();
+        let sourdough = [
+            "My sourdough starter smells sour and bubbly today",
+            "How often should I feed my sourdough starter",
+            "My sourdough loaf came out dense and flat",
+            "Should I proof the sourdough dough overnight in the fridge",
+            "What hydration works best for an open sourdough crumb",
+        ];
+        for (i, text) in sourdough.iter().enumerate() {
+            chat(&app, text);
+            let last = prompts(&model).pop().unwrap();
+            // The fifth message in a row on one topic (FOCUS_INFER_STREAK)
+            // infers the session; the fourth does not.
+            assert_eq!(last.contains("Deep work on:"), i == 4, "message {}: {last}", i + 1);
+        }
+        let last = prompts(&model).pop().unwrap();
+        assert!(last.contains("[FOCUS] Deep work on:") && last.contains("(inferred)"), "world state: {last}");
+        // A message on another topic leaves the session in place.
+        chat(&app, "Which trains run from Lisbon to Porto on Sundays");
+        let last = prompts(&model).pop().unwrap();
+        assert!(last.contains("- Focus: Deep work on:"), "the session outlasts one stray message: {last}");
+    }
+}
+
+#[test]
 fn concurrent_requests_on_one_thread_lose_no_turn() {
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);

@@ -159,6 +159,27 @@ pub fn tsquery(query: &str) -> Option<String> {
     (!t.is_empty()).then(|| t.join(" | "))
 }
 
+/// Terms [`tsquery_pairs`] combines; `n` terms make `n(n-1)/2` pairs.
+pub const PAIR_TERMS: usize = 12;
+
+/// A PostgreSQL `to_tsquery` expression matching a document that holds at
+/// least two of the query's terms (its first [`PAIR_TERMS`]): the OR of
+/// every pair. `None` below two terms. Ranking the OR of all terms costs
+/// one rank per matching row, which is most rows when a term is common;
+/// the rows that match two terms are far fewer, and they are the ones the
+/// OR ranking puts first (D-K10).
+pub fn tsquery_pairs(query: &str) -> Option<String> {
+    let t = terms(query);
+    let t = &t[..t.len().min(PAIR_TERMS)];
+    let mut pairs = Vec::new();
+    for (i, a) in t.iter().enumerate() {
+        for b in &t[i + 1..] {
+            pairs.push(format!("({a} & {b})"));
+        }
+    }
+    (!pairs.is_empty()).then(|| pairs.join(" | "))
+}
+
 /// How many fused candidates the exact re-rank sees for a top-`k` answer.
 pub fn pool(k: usize) -> usize {
     (4 * k).clamp(40, 100)
@@ -220,5 +241,15 @@ mod tests {
         assert_eq!(q, r#""caroline" OR "adoption" OR "near""#);
         assert_eq!(tsquery("deploys & rollbacks!").unwrap(), "deploys | rollbacks");
         assert_eq!(fts5_query("the a of"), None);
+        assert_eq!(tsquery_pairs("deploys & rollbacks!").unwrap(), "(deploys & rollbacks)");
+        assert_eq!(
+            tsquery_pairs("When did Caroline go hiking with Melanie?").unwrap(),
+            "(caroline & hiking) | (caroline & melanie) | (hiking & melanie)"
+        );
+        assert_eq!(tsquery_pairs("adoption"), None);
+        let many: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+        let pairs = tsquery_pairs(&many.join(" ")).unwrap();
+        assert_eq!(pairs.matches('&').count(), PAIR_TERMS * (PAIR_TERMS - 1) / 2);
+        assert!(!pairs.contains("w12"));
     }
 }

@@ -158,16 +158,14 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
             .await?;
             Ok(())
         }),
-        Box::pin(async {
-            sql.execute(
-                "INSERT INTO spark_state (id, exchange_count, first_ms, last_ms) VALUES (1, 1, $1, $1) \
-                 ON CONFLICT (id) DO UPDATE SET exchange_count = spark_state.exchange_count + 1, last_ms = excluded.last_ms",
-                std::slice::from_ref(&now),
-            )
-            .await?;
-            Ok(())
-        }),
     ];
+    // Every commit locks the thread's row before spark_state's, so two
+    // commits never wait on each other in a cycle: a social exit issues the
+    // thread's upsert first, and a full commit, whose thread upsert waits
+    // for the read before it, writes spark_state only after the group.
+    if r.fast_path {
+        pieces.push(Box::pin(spark(sql, &now)));
+    }
     if let Some(j) = &r.job {
         pieces.push(Box::pin(async {
             held = !sql
@@ -199,6 +197,7 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
     let payload = json!({"exchange_id": r.exchange_id, "thread_id": r.thread_id, "topic": r.topic, "prompt": r.text, "response": r.reply}).to_string();
     let mut counts = Vec::new();
     sql.all::<Fail>(vec![
+        Box::pin(async { Ok(spark(sql, &now).await?) }),
         Box::pin(async {
             enqueue(sql, CHUNKER_QUEUE, Some(&r.thread_id), &payload, r.now_ms).await?;
             Ok(())
@@ -242,6 +241,17 @@ async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
         jobs.push(EPISODIC_QUEUE.into());
     }
     Ok(jobs)
+}
+
+/// Onboarding: one more exchange in `spark_state`.
+async fn spark(sql: &Sql, now: &Value) -> std::result::Result<(), mneme_store::StoreError> {
+    sql.execute(
+        "INSERT INTO spark_state (id, exchange_count, first_ms, last_ms) VALUES (1, 1, $1, $1) \
+         ON CONFLICT (id) DO UPDATE SET exchange_count = spark_state.exchange_count + 1, last_ms = excluded.last_ms",
+        std::slice::from_ref(now),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Puts a job on a durable queue; its id.

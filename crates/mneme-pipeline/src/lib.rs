@@ -52,6 +52,12 @@ impl From<StoreError> for Fail {
 
 pub type Result<T> = std::result::Result<T, Fail>;
 
+impl mneme_store::Echo for Fail {
+    fn echoes_earlier_failure(&self) -> bool {
+        self.message.contains("(25P02)")
+    }
+}
+
 /// A stage failure inside a store transaction's body: a store code keeps
 /// its meaning, anything else is internal.
 pub fn as_store_error(f: Fail) -> StoreError {

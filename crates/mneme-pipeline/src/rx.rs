@@ -15,7 +15,7 @@ use mneme_rx::artifact;
 use mneme_rx::door::{Door, SignalSource, Store, parse_instant, valid_name};
 use mneme_rx::lifecycle::{self, Disposition, Status};
 use mneme_rx::signals::{self, Acute, AuxRow, Component, Dedup, Prior, Signals};
-use mneme_store::{Piece, Row, Sql, StoreError, Value};
+use mneme_store::{Echo, Piece, Row, Sql, StoreError, Value};
 use serde::Deserialize;
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
@@ -554,20 +554,24 @@ pub async fn begin(r: Begin) -> Result<J> {
                     .await
                     .map_err(as_store_error)?;
                     let (local, sources, nn) = (local.expect("ran"), sources.expect("ran"), nn.expect("ran"));
-                    let ((signals_read, aux), read_trace) = match sources {
-                        Ok(s) => s,
+                    // A failure of steps 0.5–0.7 is reported as it is; on
+                    // Postgres the signal read then fails as an echo of it.
+                    // A failed signal read makes the other pieces echo it.
+                    let ((steps, recent), ((signals_read, aux), read_trace)) = match (local, sources) {
+                        (Err(e), _) if !e.echoes_earlier_failure() => return Err(e),
                         // Steps 0.5 and 0.7 stand and the door is free again; if
                         // the failure broke the transaction (Postgres refuses
                         // every later statement), it all rolls back with the
                         // original failure.
-                        Err(f) => {
-                            return match (&local, release_lock(sql, &door.name, &claim).await) {
-                                (Ok(_), Ok(_)) => Ok(Some(Err(f))),
-                                _ => Err(as_store_error(f)),
+                        (_, Err(f)) => {
+                            return match release_lock(sql, &door.name, &claim).await {
+                                Ok(_) => Ok(Some(Err(f))),
+                                Err(_) => Err(as_store_error(f)),
                             };
                         }
+                        (Err(e), Ok(_)) => return Err(e),
+                        (Ok(l), Ok(s)) => (l, s),
                     };
-                    let (steps, recent) = local?;
                     let mut trace = Trace::default();
                     trace.push_timed("0.5", steps.revive.0, steps.revive.1);
                     let (took, outcome) = steps.reconcile.unwrap_or((Duration::ZERO, "nothing to reconcile".into()));

@@ -116,10 +116,9 @@ pub struct Candidates {
     pub found: std::collections::HashMap<i64, (String, f32)>,
     /// The order for the mode asked, with its score.
     pub fused: Vec<(i64, f64)>,
-    /// The query's embedding (the full-text search and the signature
-    /// blocks are read meanwhile).
+    /// The query's embedding.
     pub embed_ms: u64,
-    /// How much longer those two reads took than the embedding.
+    /// The full-text search and the signature blocks, read together.
     pub text_ms: u64,
     /// The Hamming shortlist and the candidates' embeddings.
     pub vector_ms: u64,
@@ -139,10 +138,11 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
 }
 
 /// Full-text and vector candidates over `corpora`, fused, and the query's
-/// embedding from `embed`. Three queries: the full-text search, the
-/// signature blocks, and one read of every candidate's embedding and ref
-/// id. The first two need no embedding, so they are sent before `embed`
-/// runs and the database answers them while the model works (D-K9).
+/// embedding from `embed`. Three queries: the full-text search and the
+/// signature blocks, which go out together, then one read of every
+/// candidate's embedding and ref id. The embedding is computed first, with
+/// nothing else running: its matrix products use both cores and slow down
+/// badly when a query competes for them (D-K9).
 pub async fn candidates_with(
     sql: &Sql,
     corpora: &[&str],
@@ -152,7 +152,10 @@ pub async fn candidates_with(
 ) -> Result<(Candidates, Vec<f32>)> {
     let mut c = Candidates::default();
     let t0 = mneme_store::kv::now_ms();
-    let reads = futures::future::join(
+    let embedding = embed()?;
+    let t1 = mneme_store::kv::now_ms();
+    // Both are reads, so they may share the connection on either backend.
+    let (text, blocks) = futures::future::join(
         async {
             match mode.uses_text() {
                 true => text_candidates(sql, corpora, query, fusion::GENERATOR_CANDIDATES).await,
@@ -165,17 +168,8 @@ pub async fn candidates_with(
                 false => Ok(Vec::new()),
             }
         },
-    );
-    let mut reads = std::pin::pin!(reads);
-    // One poll sends both statements (both are reads, so they may share
-    // the connection on either backend).
-    let early = futures::poll!(reads.as_mut());
-    let embedding = embed()?;
-    let t1 = mneme_store::kv::now_ms();
-    let (text, blocks) = match early {
-        std::task::Poll::Ready(r) => r,
-        std::task::Poll::Pending => reads.await,
-    };
+    )
+    .await;
     c.text = text?;
     let blocks = blocks?;
     let t2 = mneme_store::kv::now_ms();
@@ -210,34 +204,57 @@ pub async fn candidates_with(
 }
 
 async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize) -> Result<Vec<i64>> {
-    let mut params: Vec<Value> = Vec::new();
+    if corpora.is_empty() {
+        return Ok(Vec::new());
+    }
     let statement = match sql.kind() {
+        SqlKind::Sqlite => format!(
+            "SELECT s.seq FROM search_fts JOIN search_index s ON s.seq = search_fts.rowid
+             WHERE search_fts MATCH $1 AND s.corpus IN ({}) ORDER BY bm25(search_fts, 2.0, 1.0) LIMIT {limit}",
+            in_list(3, corpora.len())
+        ),
+        // `$2` selects the rows, `$1` (any term) ranks them.
+        SqlKind::Postgres => format!(
+            "SELECT seq FROM search_index, to_tsquery('english', $1) AS q, to_tsquery('english', $2) AS f
+             WHERE tsv @@ f AND corpus IN ({}) ORDER BY ts_rank_cd(tsv, q) DESC, seq DESC LIMIT {limit}",
+            in_list(3, corpora.len())
+        ),
+    };
+    // SQLite leaves `$2` unused.
+    let run = async |any: String, filter: String| -> Result<Vec<i64>> {
+        let mut params: Vec<Value> = vec![any.into(), filter.into()];
+        params.extend(corpora.iter().map(|c| Value::from(*c)));
+        let rows = sql.query(&statement, &params).await?;
+        rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
+    };
+    match sql.kind() {
         SqlKind::Sqlite => {
             let Some(q) = fusion::fts5_query(query) else { return Ok(Vec::new()) };
-            params.push(q.into());
-            format!(
-                "SELECT s.seq FROM search_fts JOIN search_index s ON s.seq = search_fts.rowid
-                 WHERE search_fts MATCH $1 AND s.corpus IN ({}) ORDER BY bm25(search_fts, 2.0, 1.0) LIMIT {limit}",
-                in_list(2, corpora.len())
-            )
+            run(q, String::new()).await
         }
         SqlKind::Postgres => {
-            let Some(q) = fusion::tsquery(query) else { return Ok(Vec::new()) };
-            params.push(q.into());
-            format!(
-                "SELECT seq FROM search_index, to_tsquery('english', $1) AS q
-                 WHERE tsv @@ q AND corpus IN ({}) ORDER BY ts_rank_cd(tsv, q) DESC, seq DESC LIMIT {limit}",
-                in_list(2, corpora.len())
-            )
+            let Some(any) = fusion::tsquery(query) else { return Ok(Vec::new()) };
+            // First the rows holding two of the terms; only when they are
+            // too few, every row holding one (D-K10).
+            let Some(pairs) = fusion::tsquery_pairs(query) else { return run(any.clone(), any).await };
+            let mut found = run(any.clone(), pairs).await?;
+            if found.len() < limit {
+                for seq in run(any.clone(), any).await? {
+                    if found.len() < limit && !found.contains(&seq) {
+                        found.push(seq);
+                    }
+                }
+            }
+            Ok(found)
         }
-    };
-    params.extend(corpora.iter().map(|c| Value::from(*c)));
-    let rows = sql.query(&statement, &params).await?;
-    rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
+    }
 }
 
 /// The corpora's signature blocks, for the Hamming shortlist.
 async fn signature_blocks(sql: &Sql, corpora: &[&str]) -> Result<Vec<Block>> {
+    if corpora.is_empty() {
+        return Ok(Vec::new());
+    }
     let params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
     let rows = sql
         .query(

@@ -18,7 +18,7 @@ pub mod sql;
 
 pub use error::StoreError;
 pub use kv::Kv;
-pub use sql::{Piece, Row, Sql, Value};
+pub use sql::{Echo, Piece, Row, Sql, Value};
 
 /// Both stores of a component, opened from its Spin variables.
 pub struct Stores {

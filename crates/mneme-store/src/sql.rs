@@ -156,6 +156,18 @@ impl SqlKind {
     }
 }
 
+/// A failure that may only echo an earlier one in the same transaction
+/// (Postgres: `current transaction is aborted`, SQLSTATE 25P02).
+pub trait Echo {
+    fn echoes_earlier_failure(&self) -> bool;
+}
+
+impl Echo for StoreError {
+    fn echoes_earlier_failure(&self) -> bool {
+        self.message.contains("(25P02)")
+    }
+}
+
 /// One piece of work for [`Sql::all`].
 pub type Piece<'a, E = StoreError> = futures::future::LocalBoxFuture<'a, Result<(), E>>;
 
@@ -231,16 +243,26 @@ impl Sql {
     }
 
     /// Runs independent pieces of work on this connection and reports the
-    /// first failure in the order given, once every piece has finished. On
+    /// first failure, once every piece has finished. On
     /// Postgres the pieces run concurrently: the connection pipelines their
     /// statements, so the pieces wait about as long as the slowest one rather
     /// than their sum. On SQLite, whose connection runs one statement at a
     /// time and counts changed rows per connection, they run one after
     /// another in the order given. A piece may be several statements in
     /// sequence, but no piece may depend on another's writes.
-    pub async fn all<'a, E>(&self, pieces: Vec<Piece<'a, E>>) -> Result<(), E> {
+    pub async fn all<'a, E: Echo>(&self, pieces: Vec<Piece<'a, E>>) -> Result<(), E> {
         match self.kind() {
-            SqlKind::Postgres => futures::future::join_all(pieces).await.into_iter().collect(),
+            SqlKind::Postgres => {
+                // After a failure Postgres refuses every later statement of the
+                // transaction; the failure that caused it is the one to report,
+                // whichever piece it came from.
+                let mut failed: Vec<E> =
+                    futures::future::join_all(pieces).await.into_iter().filter_map(Result::err).collect();
+                match failed.iter().position(|e| !e.echoes_earlier_failure()) {
+                    Some(i) => Err(failed.swap_remove(i)),
+                    None => failed.into_iter().next().map_or(Ok(()), Err),
+                }
+            }
             SqlKind::Sqlite => {
                 for p in pieces {
                     p.await?;
@@ -255,12 +277,13 @@ impl Sql {
     /// up front (`BEGIN IMMEDIATE`) so two writers never deadlock on upgrade.
     ///
     /// On Postgres `BEGIN` is pipelined with the body's first statements
-    /// instead of costing a round trip of its own: it is sent first (a
-    /// connection sends statements in the order they are issued, and
-    /// `BEGIN` has nothing to prepare that could hold it back), and the body
-    /// starts at once. `BEGIN` cannot fail on a connection where the body's
-    /// statements succeed, but if it ever did, the body is rolled back as
-    /// far as the server allows and the failure is returned.
+    /// instead of costing a round trip of its own: it is issued first, and
+    /// the body starts at once. The `mneme` runner sends a connection's
+    /// statements in the order they were issued; Spin sends their Parse in
+    /// that order, and `BEGIN` has no parameter types to look up that could
+    /// hold its execution back behind a later statement (D-F16). `BEGIN`
+    /// cannot fail on a connection where the body's statements succeed, but
+    /// if it ever did, the failure is returned.
     pub async fn transaction<T>(&self, body: impl AsyncFnOnce(&Sql) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let out = match self.kind() {
             SqlKind::Sqlite => match self.execute("BEGIN IMMEDIATE", &[]).await {

@@ -94,8 +94,9 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
             let e = embed(&c.topic.replace('-', " "))?;
             new_focus = Some(records::StoredFocus { focus: f, embedding: e });
         }
-        new_streak = Some(streak.clone());
-        (c.topic, c.is_new_topic, c.similarity, streak.count, distracted)
+        let count = streak.count;
+        new_streak = Some(streak);
+        (c.topic, c.is_new_topic, c.similarity, count, distracted)
     };
     if req.light {
         // A social exit needs identity and the thread's topic, nothing more:

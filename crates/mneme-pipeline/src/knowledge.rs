@@ -907,8 +907,10 @@ pub struct RetrieveRequest {
 pub async fn retrieve(r: RetrieveRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
-    let embed = || Ok(embed_many(std::slice::from_ref(&r.query))?.pop().unwrap_or_default());
-    let (found, _) = search::candidates_with(sql, &[CORPUS], &r.query, embed, r.mode).await?;
+    let t0 = mneme_store::kv::now_ms();
+    let q = embed_many(std::slice::from_ref(&r.query))?.pop().unwrap_or_default();
+    let embed_ms = mneme_store::kv::now_ms().saturating_sub(t0);
+    let found = search::candidates(sql, &[CORPUS], &r.query, &q, r.mode).await?;
     let t1 = mneme_store::kv::now_ms();
     let pool: std::collections::HashMap<String, f32> = found
         .fused
@@ -940,7 +942,7 @@ pub async fn retrieve(r: RetrieveRequest) -> Result<J> {
     Ok(json!({
         "results": results,
         "mode": r.mode,
-        "took_ms": {"embed": found.embed_ms, "text": found.text_ms, "vector": found.vector_ms,
+        "took_ms": {"embed": embed_ms, "text": found.text_ms, "vector": found.vector_ms,
                     "rank": mneme_store::kv::now_ms().saturating_sub(t1)},
     }))
 }
@@ -963,14 +965,13 @@ pub struct SearchRequest {
 pub async fn search(r: SearchRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
-    let corpora: Vec<&str> = r.corpora.iter().map(String::as_str).collect();
-    let found = if r.cache_embedding {
-        let q = crate::query_embedding(&stores.kv, &r.q).await?;
-        search::candidates(sql, &corpora, &r.q, &q, r.mode).await?
+    let q = if r.cache_embedding {
+        crate::query_embedding(&stores.kv, &r.q).await?
     } else {
-        let embed = || Ok(embed_many(std::slice::from_ref(&r.q))?.pop().unwrap_or_default());
-        search::candidates_with(sql, &corpora, &r.q, embed, r.mode).await?.0
+        embed_many(std::slice::from_ref(&r.q))?.pop().unwrap_or_default()
     };
+    let corpora: Vec<&str> = r.corpora.iter().map(String::as_str).collect();
+    let found = search::candidates(sql, &corpora, &r.q, &q, r.mode).await?;
     let top: Vec<(i64, f64)> = found.fused.iter().take(r.k).copied().collect();
     let seqs: Vec<i64> = top.iter().map(|t| t.0).collect();
     let items = search::items(sql, &seqs).await?;

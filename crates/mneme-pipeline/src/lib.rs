@@ -54,7 +54,7 @@ pub type Result<T> = std::result::Result<T, Fail>;
 
 impl mneme_store::Echo for Fail {
     fn echoes_earlier_failure(&self) -> bool {
-        self.message.contains("(25P02)")
+        mneme_store::sql::echoes(&self.message)
     }
 }
 

@@ -116,8 +116,6 @@ pub struct Candidates {
     pub found: std::collections::HashMap<i64, (String, f32)>,
     /// The order for the mode asked, with its score.
     pub fused: Vec<(i64, f64)>,
-    /// The query's embedding.
-    pub embed_ms: u64,
     /// The full-text search and the signature blocks, read together.
     pub text_ms: u64,
     /// The Hamming shortlist and the candidates' embeddings.
@@ -131,28 +129,13 @@ impl Candidates {
     }
 }
 
-/// Full-text and vector candidates over `corpora`, fused, for a query whose
-/// embedding is already known.
+/// Full-text and vector candidates over `corpora`, fused. Three queries:
+/// the full-text search and the signature blocks, which go out together,
+/// then one read of every candidate's embedding and ref id. The caller
+/// embeds the query before: the embedding's matrix products use both cores
+/// and slow down badly when a query competes for them (D-K9).
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
-    Ok(candidates_with(sql, corpora, query, || Ok(embedding.to_vec()), mode).await?.0)
-}
-
-/// Full-text and vector candidates over `corpora`, fused, and the query's
-/// embedding from `embed`. Three queries: the full-text search and the
-/// signature blocks, which go out together, then one read of every
-/// candidate's embedding and ref id. The embedding is computed first, with
-/// nothing else running: its matrix products use both cores and slow down
-/// badly when a query competes for them (D-K9).
-pub async fn candidates_with(
-    sql: &Sql,
-    corpora: &[&str],
-    query: &str,
-    embed: impl FnOnce() -> Result<Vec<f32>>,
-    mode: Mode,
-) -> Result<(Candidates, Vec<f32>)> {
     let mut c = Candidates::default();
-    let t0 = mneme_store::kv::now_ms();
-    let embedding = embed()?;
     let t1 = mneme_store::kv::now_ms();
     // Both are reads, so they may share the connection on either backend.
     let (text, blocks) = futures::future::join(
@@ -174,13 +157,13 @@ pub async fn candidates_with(
     let blocks = blocks?;
     let t2 = mneme_store::kv::now_ms();
     let shortlist = match mode.uses_vector() {
-        true => fusion::shortlist(&fusion::signature(&embedding), &blocks, fusion::SHORTLIST),
+        true => fusion::shortlist(&fusion::signature(embedding), &blocks, fusion::SHORTLIST),
         false => Vec::new(),
     };
     let mut wanted = shortlist.clone();
     wanted.extend(c.text.iter().filter(|t| !shortlist.contains(t)));
     for (seq, ref_id, e) in embeddings(sql, &wanted).await? {
-        c.found.insert(seq, (ref_id, cosine(&embedding, &e)));
+        c.found.insert(seq, (ref_id, cosine(embedding, &e)));
     }
     // Rows deleted since (a superseded entry) drop out here.
     c.text.retain(|t| c.found.contains_key(t));
@@ -197,10 +180,9 @@ pub async fn candidates_with(
             fusion::fuse(&c.text, &cosines)
         }
     };
-    c.embed_ms = t1.saturating_sub(t0);
     c.text_ms = t2.saturating_sub(t1);
     c.vector_ms = mneme_store::kv::now_ms().saturating_sub(t2);
-    Ok((c, embedding))
+    Ok(c)
 }
 
 async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize) -> Result<Vec<i64>> {

@@ -162,9 +162,24 @@ pub trait Echo {
     fn echoes_earlier_failure(&self) -> bool;
 }
 
+/// Whether a failure's message is Postgres refusing a statement because an
+/// earlier one failed.
+pub fn echoes(message: &str) -> bool {
+    message.contains("(25P02)")
+}
+
 impl Echo for StoreError {
     fn echoes_earlier_failure(&self) -> bool {
-        self.message.contains("(25P02)")
+        echoes(&self.message)
+    }
+}
+
+/// The failure to report of those a transaction's concurrent pieces met:
+/// the first that is not an echo, else the first.
+pub fn cause<E: Echo>(mut failed: Vec<E>) -> Option<E> {
+    match failed.iter().position(|e| !e.echoes_earlier_failure()) {
+        Some(i) => Some(failed.swap_remove(i)),
+        None => failed.into_iter().next(),
     }
 }
 
@@ -256,12 +271,8 @@ impl Sql {
                 // After a failure Postgres refuses every later statement of the
                 // transaction; the failure that caused it is the one to report,
                 // whichever piece it came from.
-                let mut failed: Vec<E> =
-                    futures::future::join_all(pieces).await.into_iter().filter_map(Result::err).collect();
-                match failed.iter().position(|e| !e.echoes_earlier_failure()) {
-                    Some(i) => Err(failed.swap_remove(i)),
-                    None => failed.into_iter().next().map_or(Ok(()), Err),
-                }
+                let failed = futures::future::join_all(pieces).await.into_iter().filter_map(Result::err).collect();
+                cause(failed).map_or(Ok(()), Err)
             }
             SqlKind::Sqlite => {
                 for p in pieces {
@@ -286,10 +297,10 @@ impl Sql {
     /// if it ever did, the failure is returned.
     pub async fn transaction<T>(&self, body: impl AsyncFnOnce(&Sql) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let out = match self.kind() {
-            SqlKind::Sqlite => match self.execute("BEGIN IMMEDIATE", &[]).await {
-                Ok(_) => body(self).await,
-                Err(e) => return Err(e),
-            },
+            SqlKind::Sqlite => {
+                self.execute("BEGIN IMMEDIATE", &[]).await?;
+                body(self).await
+            }
             SqlKind::Postgres => match futures::join!(self.execute("BEGIN", &[]), body(self)) {
                 (Ok(_), out) => out,
                 (Err(e), _) => Err(e),
@@ -431,6 +442,16 @@ fn pg_error(e: pg::PgError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::sqlite_placeholders as rw;
+
+    #[test]
+    fn the_cause_of_a_failed_transaction_is_not_an_echo() {
+        use super::{StoreError, cause};
+        let echo = || StoreError::new("bad-sql", "current transaction is aborted (25P02)");
+        let real = StoreError::new("conflict", "duplicate key value (23505)");
+        assert_eq!(cause(vec![echo(), real.clone(), echo()]).unwrap().code, "conflict");
+        assert_eq!(cause(vec![echo(), echo()]).unwrap().code, "bad-sql");
+        assert!(cause(Vec::<StoreError>::new()).is_none());
+    }
 
     #[test]
     fn rewrites_numbered_placeholders() {

@@ -8,7 +8,8 @@ source "$(dirname "$0")/lib.sh"
 command -v wrk >/dev/null || { say "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
 "$ROOT/scripts/build.sh"
 cargo build --quiet --release -p mneme-e2e --bin fake-model
-BIN="$ROOT/target/release/mneme"
+# MNEME_BIN runs another build of the runner, for an A/B comparison.
+BIN="${MNEME_BIN:-$ROOT/target/release/mneme}"
 STATE="$(mktemp -d)"; PORT=${BENCH_PORT:-3391}; DB="mneme_bench_$$"
 trap 'kill $(jobs -p) 2>/dev/null; psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1; rm -rf "$STATE"' EXIT
 psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $DB" >/dev/null || die "PostgreSQL on 127.0.0.1:5432 is needed"

@@ -132,8 +132,7 @@ impl Candidates {
 /// Full-text and vector candidates over `corpora`, fused. Three queries:
 /// the full-text search and the signature blocks, which go out together,
 /// then one read of every candidate's embedding and ref id. The caller
-/// embeds the query before: the embedding's matrix products use both cores
-/// and slow down badly when a query competes for them (D-K9).
+/// embeds the query before the reads start (D-K9).
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
     let mut c = Candidates::default();
     let t1 = mneme_store::kv::now_ms();

@@ -1,12 +1,10 @@
 //! `fermyon:spin/llm@2.0.0`.
 //!
-//! `generate-embeddings` with `all-minilm-l6-v2` runs natively (candle) on
-//! the weights in Spin's local model layout,
+//! `generate-embeddings` with `all-minilm-l6-v2` runs natively
+//! (`mneme-minilm`) on the weights in Spin's local model layout,
 //! `.spin/ai-models/all-minilm-l6-v2/{model.safetensors,tokenizer.json,config.json}`;
 //! the model loads once, on first use, and sentences are mean-pooled and
-//! L2-normalised as sentence-transformers does. Padding is to the longest
-//! sentence of a batch (the shipped tokenizer pads every input to 128
-//! tokens, which costs about 10x for nothing).
+//! L2-normalised as sentence-transformers does.
 //!
 //! `infer` is forwarded to the OpenAI-compatible endpoint named by
 //! `[llm_compute] type = "remote_http"` in the runtime config; with none
@@ -16,11 +14,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use http_body_util::{BodyExt, Full};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use mneme_minilm::MiniLm;
+use tokenizers::{Tokenizer, TruncationParams};
 
 use super::SpinView;
 use super::fermyon::spin::llm::{
@@ -29,47 +25,63 @@ use super::fermyon::spin::llm::{
 use crate::runtime_config::LlmCompute;
 
 pub const EMBEDDING_MODEL: &str = "all-minilm-l6-v2";
+/// Longer inputs are truncated, as sentence-transformers does for this model.
+const MAX_TOKENS: usize = 256;
 
 pub struct Embedder {
-    model: BertModel,
+    model: MiniLm,
     tokenizer: Tokenizer,
 }
 
 impl Embedder {
     pub fn load(dir: &std::path::Path) -> anyhow::Result<Self> {
         use anyhow::Context;
-        let config: Config = serde_json::from_str(
+        let config: mneme_minilm::Config = serde_json::from_str(
             &std::fs::read_to_string(dir.join("config.json"))
                 .with_context(|| format!("reading {}/config.json", dir.display()))?,
         )?;
         let mut tokenizer =
             Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| anyhow::anyhow!("tokenizer.json: {e}"))?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        // Each sentence runs alone, so none is padded (the shipped tokenizer
+        // pads every input to 128 tokens, which costs about 10x for nothing).
+        tokenizer.with_padding(None);
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: 256, ..Default::default() }))
+            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
             .map_err(|e| anyhow::anyhow!("tokenizer truncation: {e}"))?;
-        // SAFETY: the weights file is only read; it is not modified while mapped.
-        let vb =
-            unsafe { VarBuilder::from_mmaped_safetensors(&[dir.join("model.safetensors")], DType::F32, &Device::Cpu)? };
-        let model = BertModel::load(vb, &config)?;
+        let path = dir.join("model.safetensors");
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let model = MiniLm::from_safetensors(&bytes, &config)?;
         Ok(Self { model, tokenizer })
     }
 
-    /// Embeds `texts`; returns one unit-length vector per text and the token count.
+    /// Embeds `texts`; returns one unit-length vector per text and the token
+    /// count. One text runs on the calling thread; a batch is spread over the
+    /// machine's cores.
     pub fn embed(&self, texts: &[String]) -> anyhow::Result<(Vec<Vec<f32>>, u32)> {
-        if texts.is_empty() {
-            return Ok((Vec::new(), 0));
-        }
         let enc = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| anyhow::anyhow!("tokenising: {e}"))?;
-        let tokens: u32 = enc.iter().map(|e| e.get_attention_mask().iter().sum::<u32>()).sum();
-        let ids = Tensor::new(enc.iter().map(|e| e.get_ids().to_vec()).collect::<Vec<_>>(), &Device::Cpu)?;
-        let mask = Tensor::new(enc.iter().map(|e| e.get_attention_mask().to_vec()).collect::<Vec<_>>(), &Device::Cpu)?;
-        let hidden = self.model.forward(&ids, &ids.zeros_like()?, Some(&mask))?;
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let pooled = summed.broadcast_div(&mask.sum(1)?)?;
-        let normed = pooled.broadcast_div(&pooled.sqr()?.sum_keepdim(1)?.sqrt()?)?;
-        Ok((normed.to_vec2::<f32>()?, tokens))
+        let tokens = enc.iter().map(|e| e.get_ids().len() as u32).sum();
+        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(enc.len());
+        if threads <= 1 {
+            let out = enc.iter().map(|e| self.model.embed(e.get_ids())).collect::<Result<_, _>>()?;
+            return Ok((out, tokens));
+        }
+        // Thread t embeds texts t, t + threads, t + 2·threads, …
+        let parts = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let enc = &enc;
+                    s.spawn(move || {
+                        enc.iter().skip(t).step_by(threads).map(|e| self.model.embed(e.get_ids())).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("an embedding thread panicked")).collect::<Vec<_>>()
+        });
+        let mut parts: Vec<_> = parts.into_iter().map(Vec::into_iter).collect();
+        let out = (0..enc.len())
+            .map(|i| parts[i % threads].next().expect("one result per text"))
+            .collect::<Result<_, _>>()?;
+        Ok((out, tokens))
     }
 }
 
@@ -209,4 +221,58 @@ async fn remote_infer(
         generated_token_count: v["usage"]["completion_tokens"].as_u64().unwrap_or(0) as u32,
     };
     Ok(InferencingResult { text, usage })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn embedder() -> Embedder {
+        let dir = std::env::var_os("MNEME_MODELS_DIR").expect(
+            "MNEME_MODELS_DIR must name the directory holding all-minilm-l6-v2 (scripts/test.sh sets it; scripts/install.sh downloads the weights)",
+        );
+        Embedder::load(&PathBuf::from(dir).join(EMBEDDING_MODEL)).expect("loading all-minilm-l6-v2")
+    }
+
+    fn cosine(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    #[test]
+    fn sentence_similarities_match_the_reference_model() {
+        let texts: Vec<String> =
+            ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."]
+                .map(String::from)
+                .to_vec();
+        let (v, tokens) = embedder().embed(&texts).unwrap();
+        assert_eq!(tokens, 8 + 11 + 9, "[CLS] and [SEP] count, nothing is padded");
+        // The reference figures of ../shared/reference/embeddings.md §4.
+        for ((i, j), want) in [((0, 1), 0.7553), ((0, 2), -0.1050), ((1, 2), -0.0610)] {
+            let got = cosine(&v[i], &v[j]);
+            assert!((got - want).abs() < 5e-5, "cos({i}, {j}) = {got}, reference {want}");
+        }
+        for e in &v {
+            assert!((cosine(e, e) - 1.0).abs() < 1e-5, "embeddings are unit length");
+        }
+    }
+
+    #[test]
+    fn a_batch_spread_over_threads_equals_texts_embedded_one_at_a_time() {
+        let e = embedder();
+        let texts: Vec<String> = (0..7).map(|i| format!("sentence number {i} about {}", "rivers ".repeat(i))).collect();
+        let (batch, _) = e.embed(&texts).unwrap();
+        assert_eq!(batch.len(), texts.len());
+        for (t, b) in texts.iter().zip(&batch) {
+            let (alone, _) = e.embed(std::slice::from_ref(t)).unwrap();
+            assert_eq!(&alone[0], b, "batch order or content differs for {t:?}");
+        }
+        assert_eq!(e.embed(&[]).unwrap(), (Vec::new(), 0));
+    }
+
+    #[test]
+    fn long_inputs_are_truncated_not_refused() {
+        let (v, tokens) = embedder().embed(&["word ".repeat(1000)]).unwrap();
+        assert_eq!(tokens as usize, MAX_TOKENS);
+        assert_eq!(v[0].len(), 384);
+    }
 }

@@ -477,6 +477,55 @@ fn reminders_fire_as_events_that_replay_after_last_event_id() {
     }
 }
 
+/// D-C21. On Postgres, ids come from a sequence and transactions commit in
+/// any order, so without the event-order lock a reader could see id n + 1,
+/// move its `Last-Event-ID` past n, and never get n. With it, an event waits
+/// for the open transaction that holds an earlier id. (SQLite has one writer
+/// at a time, so its ids always commit in order.)
+#[test]
+fn on_postgres_an_event_waits_for_an_open_transaction_holding_an_earlier_event_id() {
+    // The value of `memory::EVENT_ORDER_LOCK`.
+    const EVENT_ORDER_LOCK: i64 = 0x6d6e_656d_6576_0001;
+    let b = BackendEnv::new(Backend::Hosted);
+    let app = start(&b, None);
+    let t0: u64 = 1_800_000_000_000;
+    chat_at(&app, json!({"text": "remind me to stretch in 5 minutes"}), Some(t0));
+    // Another publisher, mid-transaction: it holds the lock and an id it has not committed.
+    let mut pg = b.pg.as_ref().unwrap().client();
+    let mut other = pg.transaction().unwrap();
+    other.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENT_ORDER_LOCK]).unwrap();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let earlier: i64 = other
+        .query_one("INSERT INTO events (type, payload, created_ms) VALUES ('note', '{}', $1) RETURNING id", &[&now_ms])
+        .unwrap()
+        .get(0);
+    let a = auth();
+    std::thread::scope(|s| {
+        let tick = s.spawn(|| {
+            app.request(
+                "POST",
+                "/tick/reminders",
+                &[("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", &(t0 + 300_000).to_string())],
+                None,
+            )
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        assert!(!tick.is_finished(), "the reminder's event must wait for the open transaction");
+        let seen = app.request("GET", "/events?wait=0", &[("authorization", a.as_str())], None);
+        assert!(!parse_sse(&seen.body).iter().any(|(n, _)| n == "reminder"), "{}", seen.body);
+        other.commit().unwrap();
+        let r = tick.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["result"]["fired"], 1, "{}", r.body);
+    });
+    let events = parse_sse(&app.request("GET", "/events?wait=0", &[("authorization", a.as_str())], None).body);
+    let ids = |name: &str| {
+        events.iter().filter(|(n, _)| n == name).map(|(_, v)| v["id"].as_i64().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("note"), vec![earlier]);
+    assert!(ids("reminder")[0] > earlier, "{events:?}");
+}
+
 #[test]
 fn a_live_events_stream_delivers_an_event_published_while_connected() {
     for backend in BACKENDS {

@@ -113,6 +113,43 @@ fn tools_are_configuration_checked_before_they_are_stored() {
     }
 }
 
+/// At most 32 tools (`MAX_TOOLS`), even when the PUTs race: 40 distinct
+/// tools sent from 8 threads at once store exactly 32, the rest are refused
+/// with 409, and replacing a stored tool still works at the cap.
+#[test]
+fn concurrent_puts_never_store_more_than_32_tools() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let server = JsonServer::start();
+        let app = start(&b, dir.path(), None, &server, 1_000);
+        let put = |i: usize| {
+            let config = json!({"description": format!("Looks up fact number {i}."), "url": server.url("/x")});
+            app.call("PUT", &format!("/tools/fact{i:02}"), Some(config), T0)
+        };
+        let statuses: Vec<u16> = std::thread::scope(|s| {
+            let threads: Vec<_> =
+                (0..8).map(|t| s.spawn(move || (0..5).map(|j| put(t * 5 + j)).collect::<Vec<_>>())).collect();
+            threads
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .map(|r| {
+                    if r.status != 200 {
+                        r.assert_error(409, "conflict");
+                    }
+                    r.status
+                })
+                .collect()
+        });
+        assert_eq!(statuses.iter().filter(|&&s| s == 200).count(), 32, "{backend:?}: {statuses:?}");
+        let listed = ok(app.call("GET", "/tools", None, T0), 200);
+        assert_eq!(listed["tools"].as_array().unwrap().len(), 32, "{backend:?}");
+        let stored = listed["tools"][0]["name"].as_str().unwrap().to_string();
+        let config = json!({"description": "Looks up a fact, revised.", "url": server.url("/x")});
+        ok(app.call("PUT", &format!("/tools/{stored}"), Some(config), T0), 200);
+    }
+}
+
 /// With a model: triage names the tools; each runs under its own timeout;
 /// the critic checks each success, a safe tool is retried with its
 /// correction (twice at most), a consequential one is escalated; the reply

@@ -12,7 +12,7 @@
 //! `finish` writes nothing; the lease ends and a later tick drifts afresh.
 
 use crate::consolidate::{self, CORPUS};
-use crate::memory::publish_with;
+use crate::memory::{publish_with, publishing};
 use crate::schedule;
 use crate::tasks::{self as task_store, Inserted};
 use crate::{Result, Stores, as_store_error, bytes_f32, embed, f32_bytes, in_list, json_text, random_hex};
@@ -488,23 +488,21 @@ async fn flush(sql: &Sql, kv: &Kv, now: i64, utc_offset_minutes: i64) -> Result<
     let payload = json!({"drift_id": id, "action": Action::Communicate, "type": r.text("thought_type")?,
                          "text": r.text("content")?, "topic": r.text("topic")?, "seed": r.text("seed_name")?,
                          "source": r.text("source")?, "deferred_since_ms": deferred_at});
-    let dropped = sql
-        .transaction(async |sql: &Sql| {
-            let n = sql
-                .execute(
-                    "UPDATE drift_log SET delivery = 'sent', delivered_ms = $2 WHERE id = $1 AND delivery = 'deferred'",
-                    &[id.as_str().into(), Value::Int(now)],
-                )
-                .await?;
-            if n == 0 {
-                return Ok(None);
-            }
-            publish_with(sql, "drift", &payload, now as u64).await.map_err(as_store_error)?;
-            let dropped =
-                sql.execute("UPDATE drift_log SET delivery = 'dropped' WHERE delivery = 'deferred'", &[]).await?;
-            Ok(Some(dropped))
-        })
-        .await?;
+    let dropped = publishing(sql, async |sql: &Sql| {
+        let n = sql
+            .execute(
+                "UPDATE drift_log SET delivery = 'sent', delivered_ms = $2 WHERE id = $1 AND delivery = 'deferred'",
+                &[id.as_str().into(), Value::Int(now)],
+            )
+            .await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        publish_with(sql, "drift", &payload, now as u64).await.map_err(as_store_error)?;
+        let dropped = sql.execute("UPDATE drift_log SET delivery = 'dropped' WHERE delivery = 'deferred'", &[]).await?;
+        Ok(Some(dropped))
+    })
+    .await?;
     Ok(match dropped {
         Some(d) => vec![json!({"drift_id": id, "older_dropped": d})],
         None => Vec::new(),
@@ -695,133 +693,132 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
     };
     let event = json!({"drift_id": id, "action": action, "type": kind_name(&r.thought), "text": r.thought.content,
                        "topic": r.seed.topic, "seed": r.seed.name, "source": r.source});
-    let applied = sql
-        .transaction(async |sql: &Sql| {
-            let released = release(sql, &r.claim, r.next_ms, now, json_text(&action).trim_matches('"'))
-                .await
-                .map_err(as_store_error)?;
-            if released == 0 {
-                return Err(mneme_store::StoreError::new("lease-lost", "the drift engine's claim is gone"));
-            }
+    let applied = publishing(sql, async |sql: &Sql| {
+        let released = release(sql, &r.claim, r.next_ms, now, json_text(&action).trim_matches('"'))
+            .await
+            .map_err(as_store_error)?;
+        if released == 0 {
+            return Err(mneme_store::StoreError::new("lease-lost", "the drift engine's claim is gone"));
+        }
+        sql.execute(
+            "INSERT INTO drift_log (id, seed_id, seed_name, seed_kind, topic, concepts, thought_type, content, source, \
+             activation, action, verdicts, embedding, delivery, delivered_ms, created_ms, grounding_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+            &[
+                id.as_str().into(),
+                r.seed.id.as_str().into(),
+                r.seed.name.as_str().into(),
+                json_text(&r.seed.kind).trim_matches('"').into(),
+                r.seed.topic.as_str().into(),
+                json_text(&r.concepts).into(),
+                kind_name(&r.thought).into(),
+                r.thought.content.as_str().into(),
+                r.source.as_str().into(),
+                r.energy.into(),
+                json_text(&action).trim_matches('"').into(),
+                json_text(&verdicts).into(),
+                Value::Blob(f32_bytes(&embedding)),
+                delivery.into(),
+                if delivery == "sent" { Value::Int(now) } else { Value::Null },
+                Value::Int(now),
+                r.grounding.as_ref().map(|g| g.id.as_str()).into(),
+            ],
+        )
+        .await?;
+        let until = Value::Int(now + rules::CONCEPT_COOLDOWN_MS);
+        for c in std::iter::once(&r.seed.id).chain(r.concepts.iter().map(|c| &c.id)) {
             sql.execute(
-                "INSERT INTO drift_log (id, seed_id, seed_name, seed_kind, topic, concepts, thought_type, content, source, \
-                 activation, action, verdicts, embedding, delivery, delivered_ms, created_ms, grounding_id) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
-                &[
-                    id.as_str().into(),
-                    r.seed.id.as_str().into(),
-                    r.seed.name.as_str().into(),
-                    json_text(&r.seed.kind).trim_matches('"').into(),
-                    r.seed.topic.as_str().into(),
-                    json_text(&r.concepts).into(),
-                    kind_name(&r.thought).into(),
-                    r.thought.content.as_str().into(),
-                    r.source.as_str().into(),
-                    r.energy.into(),
-                    json_text(&action).trim_matches('"').into(),
-                    json_text(&verdicts).into(),
-                    Value::Blob(f32_bytes(&embedding)),
-                    delivery.into(),
-                    if delivery == "sent" { Value::Int(now) } else { Value::Null },
-                    Value::Int(now),
-                    r.grounding.as_ref().map(|g| g.id.as_str()).into(),
-                ],
+                "INSERT INTO drift_cooldowns (concept_id, until_ms) VALUES ($1, $2) \
+                 ON CONFLICT (concept_id) DO UPDATE SET until_ms = excluded.until_ms",
+                &[c.as_str().into(), until.clone()],
             )
             .await?;
-            let until = Value::Int(now + rules::CONCEPT_COOLDOWN_MS);
-            for c in std::iter::once(&r.seed.id).chain(r.concepts.iter().map(|c| &c.id)) {
-                sql.execute(
-                    "INSERT INTO drift_cooldowns (concept_id, until_ms) VALUES ($1, $2) \
-                     ON CONFLICT (concept_id) DO UPDATE SET until_ms = excluded.until_ms",
-                    &[c.as_str().into(), until.clone()],
-                )
-                .await?;
-            }
-            let mut revive: Vec<&String> = Vec::new();
-            if r.seed.kind == SeedKind::Decaying {
-                revive.push(&r.seed.id);
-            }
-            if action == Action::Reflect {
-                revive.extend(r.concepts.iter().take(3).map(|c| &c.id));
-            }
-            for c in revive {
-                sql.execute(
-                    "UPDATE semantic_concepts SET strength = CASE WHEN strength + 0.1 > 10 THEN 10 ELSE strength + 0.1 END, \
-                     last_reinforced_ms = $2 WHERE id = $1",
-                    &[c.as_str().into(), Value::Int(now)],
-                )
-                .await?;
-            }
-            let mut out = json!({});
-            match action {
-                Action::Communicate if quiet => {
-                    // At most 3 wait; the oldest gives way.
-                    let dropped = sql
-                        .execute(
-                            &format!(
-                                "UPDATE drift_log SET delivery = 'dropped' WHERE delivery = 'deferred' AND id NOT IN \
-                                 (SELECT id FROM drift_log WHERE delivery = 'deferred' ORDER BY created_ms DESC, id DESC LIMIT {})",
-                                rules::DEFERRED_MAX
-                            ),
-                            &[],
-                        )
-                        .await?;
-                    out = json!({"deferred": true, "dropped": dropped});
-                }
-                Action::Communicate | Action::Nurture => {
-                    let e = publish_with(sql, "drift", &event, now as u64).await.map_err(as_store_error)?;
-                    out = json!({"event_id": e["id"]});
-                }
-                Action::Plan => {
-                    let made = task_store::insert(
-                        sql,
-                        &r.thought.content,
-                        task_store::DEFAULT_PRIORITY,
-                        "drift",
-                        &Progress::default(),
-                        now as u64,
-                    )
-                    .await
-                    .map_err(as_store_error)?;
-                    out = match made {
-                        Inserted::Created(task) => {
-                            let e = publish_with(
-                                sql,
-                                "task",
-                                &json!({"task_id": task, "goal": r.thought.content, "status": "accepted",
-                                        "origin": "drift", "drift_id": id}),
-                                now as u64,
-                            )
-                            .await
-                            .map_err(as_store_error)?;
-                            json!({"task_id": task, "event_id": e["id"]})
-                        }
-                        Inserted::Duplicate(task) => json!({"duplicate_of": task}),
-                        Inserted::Full => json!({"refused": "the open tasks are at their limit"}),
-                    };
-                }
-                Action::SeedThread => {
-                    let thread = format!("ct-{}", random_hex(6));
-                    sql.execute(
-                        "INSERT INTO curiosity_threads (id, topic, seed_id, question, status, drift_id, created_ms) \
-                         VALUES ($1, $2, $3, $4, 'active', $5, $6)",
-                        &[
-                            thread.as_str().into(),
-                            r.seed.topic.as_str().into(),
-                            r.seed.id.as_str().into(),
-                            r.thought.content.as_str().into(),
-                            id.as_str().into(),
-                            Value::Int(now),
-                        ],
+        }
+        let mut revive: Vec<&String> = Vec::new();
+        if r.seed.kind == SeedKind::Decaying {
+            revive.push(&r.seed.id);
+        }
+        if action == Action::Reflect {
+            revive.extend(r.concepts.iter().take(3).map(|c| &c.id));
+        }
+        for c in revive {
+            sql.execute(
+                "UPDATE semantic_concepts SET strength = CASE WHEN strength + 0.1 > 10 THEN 10 ELSE strength + 0.1 END, \
+                 last_reinforced_ms = $2 WHERE id = $1",
+                &[c.as_str().into(), Value::Int(now)],
+            )
+            .await?;
+        }
+        let mut out = json!({});
+        match action {
+            Action::Communicate if quiet => {
+                // At most 3 wait; the oldest gives way.
+                let dropped = sql
+                    .execute(
+                        &format!(
+                            "UPDATE drift_log SET delivery = 'dropped' WHERE delivery = 'deferred' AND id NOT IN \
+                             (SELECT id FROM drift_log WHERE delivery = 'deferred' ORDER BY created_ms DESC, id DESC LIMIT {})",
+                            rules::DEFERRED_MAX
+                        ),
+                        &[],
                     )
                     .await?;
-                    out = json!({"thread_id": thread});
-                }
-                _ => {}
+                out = json!({"deferred": true, "dropped": dropped});
             }
-            Ok(out)
-        })
-        .await?;
+            Action::Communicate | Action::Nurture => {
+                let e = publish_with(sql, "drift", &event, now as u64).await.map_err(as_store_error)?;
+                out = json!({"event_id": e["id"]});
+            }
+            Action::Plan => {
+                let made = task_store::insert(
+                    sql,
+                    &r.thought.content,
+                    task_store::DEFAULT_PRIORITY,
+                    "drift",
+                    &Progress::default(),
+                    now as u64,
+                )
+                .await
+                .map_err(as_store_error)?;
+                out = match made {
+                    Inserted::Created(task) => {
+                        let e = publish_with(
+                            sql,
+                            "task",
+                            &json!({"task_id": task, "goal": r.thought.content, "status": "accepted",
+                                    "origin": "drift", "drift_id": id}),
+                            now as u64,
+                        )
+                        .await
+                        .map_err(as_store_error)?;
+                        json!({"task_id": task, "event_id": e["id"]})
+                    }
+                    Inserted::Duplicate(task) => json!({"duplicate_of": task}),
+                    Inserted::Full => json!({"refused": "the open tasks are at their limit"}),
+                };
+            }
+            Action::SeedThread => {
+                let thread = format!("ct-{}", random_hex(6));
+                sql.execute(
+                    "INSERT INTO curiosity_threads (id, topic, seed_id, question, status, drift_id, created_ms) \
+                     VALUES ($1, $2, $3, $4, 'active', $5, $6)",
+                    &[
+                        thread.as_str().into(),
+                        r.seed.topic.as_str().into(),
+                        r.seed.id.as_str().into(),
+                        r.thought.content.as_str().into(),
+                        id.as_str().into(),
+                        Value::Int(now),
+                    ],
+                )
+                .await?;
+                out = json!({"thread_id": thread});
+            }
+            _ => {}
+        }
+        Ok(out)
+    })
+    .await?;
     // The gist lives in the key-value store, after the transaction: a
     // crash in between loses a 30-minute gist, never the drift. A
     // reflection's gist is the same thought, typed as one.

@@ -2,6 +2,7 @@
 //! search, forget, export, delete-all; the proactive event log behind
 //! `GET /events`; and the job queues, for inspection.
 
+use mneme_store::sql::SqlKind;
 use mneme_store::{Row, Sql, Stores, Value};
 use serde::Deserialize;
 use serde_json::{Map, Value as J, json};
@@ -452,13 +453,43 @@ pub async fn publish(req: PublishRequest) -> Result<J> {
     publish_with(&stores.sql, &req.kind, &req.payload, req.now_ms).await
 }
 
+/// A transaction that may publish events. On Postgres its first statement
+/// takes the event-order lock, so a transaction waiting for that lock holds
+/// no row lock another one could be waiting for: publishers queue, and never
+/// deadlock (D-C21). On SQLite the transaction's write lock already orders
+/// them.
+pub async fn publishing<T>(
+    sql: &Sql,
+    body: impl AsyncFnOnce(&Sql) -> std::result::Result<T, mneme_store::StoreError>,
+) -> std::result::Result<T, mneme_store::StoreError> {
+    sql.transaction(async |sql: &Sql| {
+        if sql.kind() == SqlKind::Postgres {
+            sql.execute("SELECT pg_advisory_xact_lock($1::bigint)", &[Value::Int(EVENT_ORDER_LOCK)]).await?;
+        }
+        body(sql).await
+    })
+    .await
+}
+
+/// The Postgres advisory lock that makes event ids commit in order (D-C21).
+const EVENT_ORDER_LOCK: i64 = 0x6d6e_656d_6576_0001;
+
+/// Appends an event. On Postgres the insert first takes the event-order
+/// lock, held until its transaction ends, so a reader never sees an id
+/// while a smaller one is still uncommitted (D-C21). A transaction that
+/// publishes should be a [`publishing`] one, which takes the lock before
+/// any row lock.
 pub async fn publish_with(sql: &Sql, kind: &str, payload: &J, now_ms: u64) -> Result<J> {
-    let rows = sql
-        .query(
-            "INSERT INTO events (type, payload, created_ms) VALUES ($1, $2, $3) RETURNING id",
-            &[kind.into(), payload.to_string().into(), Value::Int(now_ms as i64)],
-        )
-        .await?;
+    let (statement, mut params) = match sql.kind() {
+        SqlKind::Postgres => (
+            "WITH held AS (SELECT pg_advisory_xact_lock($4::bigint)) \
+             INSERT INTO events (type, payload, created_ms) SELECT $1::text, $2::text, $3::bigint FROM held RETURNING id",
+            vec![Value::Int(EVENT_ORDER_LOCK)],
+        ),
+        SqlKind::Sqlite => ("INSERT INTO events (type, payload, created_ms) VALUES ($1, $2, $3) RETURNING id", vec![]),
+    };
+    params.splice(0..0, [kind.into(), payload.to_string().into(), Value::Int(now_ms as i64)]);
+    let rows = sql.query(statement, &params).await?;
     let id = rows.first().ok_or_else(|| Fail::new("internal", "no id returned"))?.i64("id")?;
     Ok(json!({"id": id}))
 }
@@ -537,38 +568,36 @@ pub fn next_occurrence(recurrence: Option<&str>, due_ms: i64) -> Option<i64> {
 /// transaction so a reminder fires exactly once even with two ticks at once.
 pub async fn fire_reminders(now_ms: u64) -> Result<J> {
     let stores = Stores::open().await?;
-    let fired = stores
-        .sql
-        .transaction(async |sql: &Sql| {
-            let due = sql
-                .query(
-                    "SELECT id, message, due_ms, recurrence, item_type FROM scheduled_items WHERE status = 'pending' AND due_ms <= $1 ORDER BY due_ms",
-                    &[Value::Int(now_ms as i64)],
-                )
-                .await?;
-            let mut fired = 0;
-            for r in &due {
-                let id = r.text("id")?;
-                let due_ms = r.i64("due_ms")?;
-                let recurrence = r.opt_text("recurrence")?;
-                let claimed = match next_occurrence(recurrence.as_deref(), due_ms) {
-                    Some(mut next) => {
-                        while next <= now_ms as i64 {
-                            next = next_occurrence(recurrence.as_deref(), next).unwrap_or(i64::MAX);
-                        }
-                        sql.execute("UPDATE scheduled_items SET due_ms = $2 WHERE id = $1 AND status = 'pending' AND due_ms = $3", &[id.as_str().into(), Value::Int(next), Value::Int(due_ms)]).await?
+    let fired = publishing(&stores.sql, async |sql: &Sql| {
+        let due = sql
+            .query(
+                "SELECT id, message, due_ms, recurrence, item_type FROM scheduled_items WHERE status = 'pending' AND due_ms <= $1 ORDER BY due_ms",
+                &[Value::Int(now_ms as i64)],
+            )
+            .await?;
+        let mut fired = 0;
+        for r in &due {
+            let id = r.text("id")?;
+            let due_ms = r.i64("due_ms")?;
+            let recurrence = r.opt_text("recurrence")?;
+            let claimed = match next_occurrence(recurrence.as_deref(), due_ms) {
+                Some(mut next) => {
+                    while next <= now_ms as i64 {
+                        next = next_occurrence(recurrence.as_deref(), next).unwrap_or(i64::MAX);
                     }
-                    None => sql.execute("UPDATE scheduled_items SET status = 'fired' WHERE id = $1 AND status = 'pending'", &[id.as_str().into()]).await?,
-                };
-                if claimed == 1 {
-                    let payload = json!({"reminder_id": id, "message": r.text("message")?, "due_ms": due_ms, "item_type": r.text("item_type")?, "recurrence": recurrence});
-                    publish_with(sql, "reminder", &payload, now_ms).await.map_err(|f| mneme_store::StoreError::new("publish", f.message))?;
-                    fired += 1;
+                    sql.execute("UPDATE scheduled_items SET due_ms = $2 WHERE id = $1 AND status = 'pending' AND due_ms = $3", &[id.as_str().into(), Value::Int(next), Value::Int(due_ms)]).await?
                 }
+                None => sql.execute("UPDATE scheduled_items SET status = 'fired' WHERE id = $1 AND status = 'pending'", &[id.as_str().into()]).await?,
+            };
+            if claimed == 1 {
+                let payload = json!({"reminder_id": id, "message": r.text("message")?, "due_ms": due_ms, "item_type": r.text("item_type")?, "recurrence": recurrence});
+                publish_with(sql, "reminder", &payload, now_ms).await.map_err(|f| mneme_store::StoreError::new("publish", f.message))?;
+                fired += 1;
             }
-            Ok(fired)
-        })
-        .await?;
+        }
+        Ok(fired)
+    })
+    .await?;
     Ok(json!({"fired": fired}))
 }
 

@@ -12,7 +12,7 @@
 //! jittered time). A crash before a checkpoint loses only the step in
 //! flight; the leases end and the next tick takes the work over.
 
-use crate::memory::publish_with;
+use crate::memory::{publish_with, publishing};
 use crate::schedule;
 use crate::{Fail, Result, Stores, as_store_error, json_text, random_hex};
 use mneme_background::cycle::Progress;
@@ -378,33 +378,31 @@ pub async fn end_cycle(r: EndRequest) -> Result<J> {
     }
     let stores = Stores::open().await?;
     let now = r.now_ms as i64;
-    let out = stores
-        .sql
-        .transaction(async |sql: &Sql| {
-            let n = sql
-                .execute(
-                    "UPDATE persistent_tasks SET progress = $3, coverage = $4, status = $5, cycles = cycles + 1, \
+    let out = publishing(&stores.sql, async |sql: &Sql| {
+        let n = sql
+            .execute(
+                "UPDATE persistent_tasks SET progress = $3, coverage = $4, status = $5, cycles = cycles + 1, \
                      claim = NULL, lease_until_ms = 0, updated_ms = $6 \
                      WHERE id = $1 AND claim = $2 AND status = 'in_progress'",
-                    &[
-                        r.id.as_str().into(),
-                        r.claim.as_str().into(),
-                        json_text(&r.progress).into(),
-                        r.progress.coverage().into(),
-                        r.status.as_str().into(),
-                        Value::Int(now),
-                    ],
-                )
-                .await?;
-            let event_id = match (&r.event, n) {
-                (Some(payload), 1) => {
-                    publish_with(sql, "task", payload, r.now_ms).await.map_err(as_store_error)?["id"].as_i64()
-                }
-                _ => None,
-            };
-            schedule::release(sql, ENGINE, &r.claim, Some(r.next_ms as i64), Some((now, &r.outcome))).await?;
-            Ok(json!({"saved": n == 1, "event_id": event_id}))
-        })
-        .await?;
+                &[
+                    r.id.as_str().into(),
+                    r.claim.as_str().into(),
+                    json_text(&r.progress).into(),
+                    r.progress.coverage().into(),
+                    r.status.as_str().into(),
+                    Value::Int(now),
+                ],
+            )
+            .await?;
+        let event_id = match (&r.event, n) {
+            (Some(payload), 1) => {
+                publish_with(sql, "task", payload, r.now_ms).await.map_err(as_store_error)?["id"].as_i64()
+            }
+            _ => None,
+        };
+        schedule::release(sql, ENGINE, &r.claim, Some(r.next_ms as i64), Some((now, &r.outcome))).await?;
+        Ok(json!({"saved": n == 1, "event_id": event_id}))
+    })
+    .await?;
     Ok(out)
 }

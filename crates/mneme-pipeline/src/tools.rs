@@ -50,6 +50,12 @@ pub async fn put(r: PutRequest) -> Result<J> {
     stores
         .sql
         .transaction(async |sql: &Sql| {
+            // Count and insert as one step: concurrent PUTs must not both see
+            // room for one more. SQLite's transaction holds the write lock
+            // already; on Postgres this lock makes writers of `tools` queue.
+            if sql.kind() == mneme_store::sql::SqlKind::Postgres {
+                sql.execute("LOCK TABLE tools IN SHARE ROW EXCLUSIVE MODE", &[]).await?;
+            }
             let n = sql.query("SELECT count(*) AS n FROM tools WHERE name <> $1", &[name.as_str().into()]).await?;
             if n.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0) >= max {
                 return Err(StoreError::new("conflict", format!("at most {max} tools; delete one first")));
@@ -213,22 +219,20 @@ pub async fn fail(r: FailRequest) -> Result<J> {
 /// publishes the result when no stream will take it.
 async fn end_job(job_id: i64, claim: &str, status: &str, result: &J, now_ms: u64) -> Result<J> {
     let stores = Stores::open().await?;
-    let out = stores
-        .sql
-        .transaction(async |sql: &Sql| {
-            let n = sql
-                .execute(
-                    "UPDATE jobs SET status = $3, result = $4, claim = NULL, updated_ms = $5
+    let out = memory::publishing(&stores.sql, async |sql: &Sql| {
+        let n = sql
+            .execute(
+                "UPDATE jobs SET status = $3, result = $4, claim = NULL, updated_ms = $5
                      WHERE id = $1 AND claim = $2 AND status = 'running'",
-                    &[job_id.into(), claim.into(), status.into(), result.to_string().into(), Value::Int(now_ms as i64)],
-                )
-                .await?;
-            if n == 0 {
-                return Err(StoreError::new("lease-lost", format!("tool job {job_id} is no longer this worker's")));
-            }
-            publish_if_unclaimed(sql, job_id, result, now_ms).await
-        })
-        .await?;
+                &[job_id.into(), claim.into(), status.into(), result.to_string().into(), Value::Int(now_ms as i64)],
+            )
+            .await?;
+        if n == 0 {
+            return Err(StoreError::new("lease-lost", format!("tool job {job_id} is no longer this worker's")));
+        }
+        publish_if_unclaimed(sql, job_id, result, now_ms).await
+    })
+    .await?;
     Ok(out)
 }
 
@@ -250,7 +254,7 @@ async fn expire(sql: &Sql, now_ms: u64) -> Result<()> {
         return Ok(());
     }
     let error = json!({"error": "the tool worker did not finish"});
-    sql.transaction(async |sql: &Sql| {
+    memory::publishing(sql, async |sql: &Sql| {
         let ended = sql
             .query(
                 "SELECT id, result FROM jobs WHERE queue = $1 AND status IN ('done', 'failed')

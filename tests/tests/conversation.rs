@@ -359,6 +359,17 @@ fn five_messages_on_one_topic_infer_a_focus_session_that_outlasts_a_change_of_to
         chat(&app, "Which trains run from Lisbon to Porto on Sundays");
         let last = prompts(&model).pop().unwrap();
         assert!(last.contains("- Focus: Deep work on:"), "the session outlasts one stray message: {last}");
+        // The router logs the stray message as a distraction from the focus
+        // (D-C22); the fifth sourdough message, routed before the session
+        // existed, is not one.
+        let mut decisions = table(&app, "routing_decisions");
+        decisions.sort_by_key(|r| r["id"].as_i64());
+        let distraction = |r: &Value| -> Value {
+            serde_json::from_str::<Value>(r["signal_snapshot"].as_str().unwrap()).unwrap()["focus_distraction"].clone()
+        };
+        let n = decisions.len();
+        assert_eq!(n, 6, "{decisions:?}");
+        assert_eq!((distraction(&decisions[n - 2]), distraction(&decisions[n - 1])), (json!(false), json!(true)));
     }
 }
 

@@ -20,7 +20,8 @@ pub const TIEBREAKER_PROMPT: &str = include_str!("../../../prompts/mode-tiebreak
 pub const TIEBREAKER_TIMEOUT_MS: u32 = 500;
 
 /// Everything the router looks at: the design's 18 signals plus memory
-/// confidence and the session's exchange count.
+/// confidence and the session's exchange count, and the focus distraction
+/// it logs without scoring.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Signals {
     pub context_warmth: f64,
@@ -44,6 +45,11 @@ pub struct Signals {
     pub prompt_token_count: usize,
     pub memory_confidence: f64,
     pub session_exchange_count: u32,
+    /// The message strays from the focus session (cosine below
+    /// `context::DISTRACTION_COSINE`). A signal only: it is kept with the
+    /// decision for reflection and never moves a score (D-C22).
+    #[serde(default)]
+    pub focus_distraction: bool,
 }
 
 static INTERROGATIVE: LazyLock<Regex> = LazyLock::new(|| {
@@ -72,6 +78,8 @@ pub struct ContextView {
     pub world_state_present: bool,
     pub memory_confidence: f64,
     pub session_exchange_count: u32,
+    #[serde(default)]
+    pub distracted: bool,
 }
 
 /// Computes the signals for one message (the NLP ones by regex, < 1 ms).
@@ -107,6 +115,7 @@ pub fn signals(text: &str, ctx: &ContextView, intent: &Intent) -> Signals {
         prompt_token_count: tokens.len(),
         memory_confidence: ctx.memory_confidence,
         session_exchange_count: ctx.session_exchange_count,
+        focus_distraction: ctx.distracted,
     }
 }
 
@@ -406,6 +415,21 @@ mod tests {
         let warm =
             ContextView { warmth: 0.9, fact_count: 8, gist_count: 5, memory_confidence: 0.8, ..Default::default() };
         assert_eq!(decide("Tell me more about the second option", &warm).mode, Mode::Respond);
+    }
+
+    #[test]
+    fn a_focus_distraction_is_logged_but_moves_no_score() {
+        let intent = crate::intent::classify("Which trains run from Lisbon to Porto on Sundays", 0.7);
+        let calm = ContextView { warmth: 0.7, memory_confidence: 0.5, ..Default::default() };
+        let strayed = ContextView { distracted: true, ..calm.clone() };
+        let (a, b) = (
+            signals("Which trains run from Lisbon to Porto on Sundays", &calm, &intent),
+            signals("Which trains run from Lisbon to Porto on Sundays", &strayed, &intent),
+        );
+        assert!(!a.focus_distraction && b.focus_distraction);
+        let w = Weights::default();
+        assert_eq!(scores(&a, &w, None), scores(&b, &w, None));
+        assert_eq!(serde_json::to_value(&b).unwrap()["focus_distraction"], true);
     }
 
     #[test]

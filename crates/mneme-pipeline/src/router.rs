@@ -46,6 +46,7 @@ pub async fn route(req: RouteRequest) -> Result<Routed> {
         world_state_present: !c.world_state.is_empty(),
         memory_confidence: c.memory_confidence,
         session_exchange_count: c.session_exchange_count,
+        distracted: c.distracted,
     };
     let signals = router::signals(&req.text, &view, &req.intent);
     let previous_mode = req.previous_mode.or(c.previous_mode);

@@ -3,6 +3,12 @@
 
 use crate::Backend;
 
+/// `../shared/data/locomo10.json`, the conversations the retrieval benchmarks ask about.
+pub fn locomo() -> serde_json::Value {
+    let path = crate::repo_root().join("../shared/data/locomo10.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
 /// The value after `name` on the command line (`--runs 300`).
 pub fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();

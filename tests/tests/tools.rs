@@ -150,6 +150,26 @@ fn concurrent_puts_never_store_more_than_32_tools() {
     }
 }
 
+/// On Postgres the cap's count and insert run under a lock on `tools`
+/// (D-C19): a PUT waits while another transaction holds it.
+#[test]
+fn on_postgres_a_tool_put_waits_for_the_lock_on_tools() {
+    let b = BackendEnv::new(mneme_e2e::Backend::Hosted);
+    let dir = tempfile::tempdir().unwrap();
+    let server = JsonServer::start();
+    let app = start(&b, dir.path(), None, &server, 1_000);
+    let mut pg = b.pg.as_ref().unwrap().client();
+    let mut other = pg.transaction().unwrap();
+    other.execute("LOCK TABLE tools IN SHARE ROW EXCLUSIVE MODE", &[]).unwrap();
+    std::thread::scope(|s| {
+        let put = s.spawn(|| tool(&app, &server, "trains", "Looks up train departures from a station.", json!({})));
+        std::thread::sleep(Duration::from_millis(1000));
+        assert!(!put.is_finished(), "the PUT must wait for the lock");
+        other.commit().unwrap();
+        assert_eq!(put.join().unwrap()["name"], "trains");
+    });
+}
+
 /// With a model: triage names the tools; each runs under its own timeout;
 /// the critic checks each success, a safe tool is retried with its
 /// correction (twice at most), a consequential one is escalated; the reply

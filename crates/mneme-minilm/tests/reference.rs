@@ -6,13 +6,19 @@
 
 use mneme_minilm::{Config, Error, MiniLm};
 
-fn model() -> MiniLm {
+/// The bytes of `model.safetensors` and the parsed `config.json`.
+fn files() -> (Vec<u8>, Config) {
     let dir = std::env::var_os("MNEME_MODELS_DIR").expect(
         "MNEME_MODELS_DIR must name the directory holding all-minilm-l6-v2 (scripts/test.sh sets it; scripts/install.sh downloads the weights)",
     );
     let dir = std::path::PathBuf::from(dir).join("all-minilm-l6-v2");
-    let config: Config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    MiniLm::from_safetensors(&std::fs::read(dir.join("model.safetensors")).unwrap(), &config).unwrap()
+    let config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    (std::fs::read(dir.join("model.safetensors")).unwrap(), config)
+}
+
+fn model() -> MiniLm {
+    let (bytes, config) = files();
+    MiniLm::from_safetensors(&bytes, &config).unwrap()
 }
 
 #[test]
@@ -58,9 +64,7 @@ fn bad_token_sequences_are_errors() {
 
 #[test]
 fn weights_that_do_not_fit_the_config_are_refused() {
-    let dir = std::path::PathBuf::from(std::env::var_os("MNEME_MODELS_DIR").unwrap()).join("all-minilm-l6-v2");
-    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
-    let mut config: Config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let (bytes, mut config) = files();
     config.intermediate_size = 1024;
     let Err(Error::Weights(msg)) = MiniLm::from_safetensors(&bytes, &config).map(|_| ()) else {
         panic!("a wrong shape must be refused")

@@ -498,7 +498,7 @@ async fn flush(sql: &Sql, kv: &Kv, now: i64, utc_offset_minutes: i64) -> Result<
         if n == 0 {
             return Ok(None);
         }
-        publish_with(sql, "drift", &payload, now as u64).await.map_err(as_store_error)?;
+        publish_with(sql, "drift", &payload, now as u64).await?;
         let dropped = sql.execute("UPDATE drift_log SET delivery = 'dropped' WHERE delivery = 'deferred'", &[]).await?;
         Ok(Some(dropped))
     })
@@ -766,7 +766,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                 out = json!({"deferred": true, "dropped": dropped});
             }
             Action::Communicate | Action::Nurture => {
-                let e = publish_with(sql, "drift", &event, now as u64).await.map_err(as_store_error)?;
+                let e = publish_with(sql, "drift", &event, now as u64).await?;
                 out = json!({"event_id": e["id"]});
             }
             Action::Plan => {
@@ -789,8 +789,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                                     "origin": "drift", "drift_id": id}),
                             now as u64,
                         )
-                        .await
-                        .map_err(as_store_error)?;
+                        .await?;
                         json!({"task_id": task, "event_id": e["id"]})
                     }
                     Inserted::Duplicate(task) => json!({"duplicate_of": task}),

@@ -3,7 +3,7 @@
 //! `GET /events`; and the job queues, for inspection.
 
 use mneme_store::sql::SqlKind;
-use mneme_store::{Row, Sql, Stores, Value};
+use mneme_store::{Row, Sql, StoreError, Stores, Value};
 use serde::Deserialize;
 use serde_json::{Map, Value as J, json};
 
@@ -450,18 +450,23 @@ pub struct PublishRequest {
 /// Appends a proactive event; returns its id.
 pub async fn publish(req: PublishRequest) -> Result<J> {
     let stores = Stores::open().await?;
-    publish_with(&stores.sql, &req.kind, &req.payload, req.now_ms).await
+    Ok(publishing(&stores.sql, async |sql: &Sql| publish_with(sql, &req.kind, &req.payload, req.now_ms).await).await?)
 }
 
+/// The Postgres advisory lock that makes event ids commit in order (D-C21).
+const EVENT_ORDER_LOCK: i64 = 0x6d6e_656d_6576_0001;
+
 /// A transaction that may publish events. On Postgres its first statement
-/// takes the event-order lock, so a transaction waiting for that lock holds
-/// no row lock another one could be waiting for: publishers queue, and never
-/// deadlock (D-C21). On SQLite the transaction's write lock already orders
-/// them.
+/// takes the event-order lock, held until the transaction ends: the next
+/// publisher draws its id only once this one has committed, so a reader
+/// never sees an id while a smaller one is still uncommitted. A transaction
+/// waiting for the lock holds no row lock another one could be waiting for,
+/// so publishers queue and never deadlock (D-C21). On SQLite the
+/// transaction's write lock already orders them.
 pub async fn publishing<T>(
     sql: &Sql,
-    body: impl AsyncFnOnce(&Sql) -> std::result::Result<T, mneme_store::StoreError>,
-) -> std::result::Result<T, mneme_store::StoreError> {
+    body: impl AsyncFnOnce(&Sql) -> std::result::Result<T, StoreError>,
+) -> std::result::Result<T, StoreError> {
     sql.transaction(async |sql: &Sql| {
         if sql.kind() == SqlKind::Postgres {
             sql.execute("SELECT pg_advisory_xact_lock($1::bigint)", &[Value::Int(EVENT_ORDER_LOCK)]).await?;
@@ -471,26 +476,15 @@ pub async fn publishing<T>(
     .await
 }
 
-/// The Postgres advisory lock that makes event ids commit in order (D-C21).
-const EVENT_ORDER_LOCK: i64 = 0x6d6e_656d_6576_0001;
-
-/// Appends an event. On Postgres the insert first takes the event-order
-/// lock, held until its transaction ends, so a reader never sees an id
-/// while a smaller one is still uncommitted (D-C21). A transaction that
-/// publishes should be a [`publishing`] one, which takes the lock before
-/// any row lock.
-pub async fn publish_with(sql: &Sql, kind: &str, payload: &J, now_ms: u64) -> Result<J> {
-    let (statement, mut params) = match sql.kind() {
-        SqlKind::Postgres => (
-            "WITH held AS (SELECT pg_advisory_xact_lock($4::bigint)) \
-             INSERT INTO events (type, payload, created_ms) SELECT $1::text, $2::text, $3::bigint FROM held RETURNING id",
-            vec![Value::Int(EVENT_ORDER_LOCK)],
-        ),
-        SqlKind::Sqlite => ("INSERT INTO events (type, payload, created_ms) VALUES ($1, $2, $3) RETURNING id", vec![]),
-    };
-    params.splice(0..0, [kind.into(), payload.to_string().into(), Value::Int(now_ms as i64)]);
-    let rows = sql.query(statement, &params).await?;
-    let id = rows.first().ok_or_else(|| Fail::new("internal", "no id returned"))?.i64("id")?;
+/// Appends an event and returns `{id}`. Only inside [`publishing`].
+pub async fn publish_with(sql: &Sql, kind: &str, payload: &J, now_ms: u64) -> std::result::Result<J, StoreError> {
+    let rows = sql
+        .query(
+            "INSERT INTO events (type, payload, created_ms) VALUES ($1, $2, $3) RETURNING id",
+            &[kind.into(), payload.to_string().into(), Value::Int(now_ms as i64)],
+        )
+        .await?;
+    let id = rows.first().ok_or_else(|| StoreError::new("decode", "the event insert returned no id"))?.i64("id")?;
     Ok(json!({"id": id}))
 }
 
@@ -591,7 +585,7 @@ pub async fn fire_reminders(now_ms: u64) -> Result<J> {
             };
             if claimed == 1 {
                 let payload = json!({"reminder_id": id, "message": r.text("message")?, "due_ms": due_ms, "item_type": r.text("item_type")?, "recurrence": recurrence});
-                publish_with(sql, "reminder", &payload, now_ms).await.map_err(|f| mneme_store::StoreError::new("publish", f.message))?;
+                publish_with(sql, "reminder", &payload, now_ms).await?;
                 fired += 1;
             }
         }

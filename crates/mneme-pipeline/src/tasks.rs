@@ -395,9 +395,7 @@ pub async fn end_cycle(r: EndRequest) -> Result<J> {
             )
             .await?;
         let event_id = match (&r.event, n) {
-            (Some(payload), 1) => {
-                publish_with(sql, "task", payload, r.now_ms).await.map_err(as_store_error)?["id"].as_i64()
-            }
+            (Some(payload), 1) => publish_with(sql, "task", payload, r.now_ms).await?["id"].as_i64(),
             _ => None,
         };
         schedule::release(sql, ENGINE, &r.claim, Some(r.next_ms as i64), Some((now, &r.outcome))).await?;

@@ -299,9 +299,7 @@ async fn publish_if_unclaimed(sql: &Sql, job_id: i64, result: &J, now_ms: u64) -
     if let Some(e) = result["error"].as_str() {
         payload["text"] = json!(format!("The tools could not finish: {e}."));
     }
-    let event = memory::publish_with(sql, "tool_result", &payload, now_ms)
-        .await
-        .map_err(|f| StoreError::new("publish", f.message))?;
+    let event = memory::publish_with(sql, "tool_result", &payload, now_ms).await?;
     Ok(json!({"delivery": "events", "event_id": event["id"]}))
 }
 

@@ -15,9 +15,9 @@
 
 use std::time::{Duration, Instant};
 
-use mneme_e2e::bench::{arg, backend, percentile};
+use mneme_e2e::bench::{arg, backend, locomo, percentile};
 use mneme_e2e::fake_model::{FakeModel, Script};
-use mneme_e2e::{App, BackendEnv, repo_root};
+use mneme_e2e::{App, BackendEnv};
 use mneme_knowledge::fusion::{Block, signature};
 use serde_json::{Value, json};
 
@@ -46,11 +46,6 @@ impl Rng {
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.into_iter().map(|x| x / n).collect()
     }
-}
-
-fn locomo() -> Value {
-    let path = repo_root().join("../shared/data/locomo10.json");
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
 }
 
 fn turns(data: &Value) -> Vec<String> {

@@ -71,57 +71,61 @@ fn table(app: &App, name: &str) -> Vec<Value> {
 
 #[test]
 fn bad_input_gets_a_400_before_any_stream() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let app = start(&b, None);
-    let a = auth();
-    let h = [("authorization", a.as_str())];
-    let cases: [(&[u8], &str); 9] = [
-        (b"{}", "missing-text"),
-        (br#"{"text": "   "}"#, "empty-text"),
-        (br#"{"text": 5}"#, "invalid"),
-        (b"{not json", "invalid-json"),
-        (b"", "invalid-json"),
-        (b"{\"text\": \"\xff\xfe\"}", "invalid-utf8"),
-        (br#"{"text": "hi", "thread_id": "a b"}"#, "invalid-thread-id"),
-        (br#"{"text": "hi", "source": "fax"}"#, "invalid-source"),
-        (br#"{"text": "hi", "colour": "red"}"#, "invalid"),
-    ];
-    for (body, code) in cases {
-        app.request("POST", "/chat", &h, Some(body)).assert_error(400, code);
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        let a = auth();
+        let h = [("authorization", a.as_str())];
+        let cases: [(&[u8], &str); 9] = [
+            (b"{}", "missing-text"),
+            (br#"{"text": "   "}"#, "empty-text"),
+            (br#"{"text": 5}"#, "invalid"),
+            (b"{not json", "invalid-json"),
+            (b"", "invalid-json"),
+            (b"{\"text\": \"\xff\xfe\"}", "invalid-utf8"),
+            (br#"{"text": "hi", "thread_id": "a b"}"#, "invalid-thread-id"),
+            (br#"{"text": "hi", "source": "fax"}"#, "invalid-source"),
+            (br#"{"text": "hi", "colour": "red"}"#, "invalid"),
+        ];
+        for (body, code) in cases {
+            app.request("POST", "/chat", &h, Some(body)).assert_error(400, code);
+        }
+        let long = json!({"text": "x".repeat(32_001)}).to_string();
+        app.request("POST", "/chat", &h, Some(long.as_bytes())).assert_error(400, "text-too-long");
+        let huge = json!({"text": "x".repeat(300_000)}).to_string();
+        app.request("POST", "/chat", &h, Some(huge.as_bytes())).assert_error(400, "body-too-large");
+        app.request("GET", "/chat", &h, None).assert_error(405, "method-not-allowed");
     }
-    let long = json!({"text": "x".repeat(32_001)}).to_string();
-    app.request("POST", "/chat", &h, Some(long.as_bytes())).assert_error(400, "text-too-long");
-    let huge = json!({"text": "x".repeat(300_000)}).to_string();
-    app.request("POST", "/chat", &h, Some(huge.as_bytes())).assert_error(400, "body-too-large");
-    app.request("GET", "/chat", &h, None).assert_error(405, "method-not-allowed");
 }
 
 #[test]
 fn every_endpoint_but_health_needs_the_api_key() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let app = start(&b, None);
-    for (m, p) in [
-        ("POST", "/chat"),
-        ("GET", "/events"),
-        ("GET", "/conversation/recent"),
-        ("GET", "/memory/search?q=x"),
-        ("POST", "/memory/forget"),
-        ("GET", "/privacy/export"),
-        ("DELETE", "/privacy/delete-all"),
-        ("GET", "/jobs"),
-    ] {
-        app.request(m, p, &[], None).assert_error(401, "unauthorized");
-        app.request(m, p, &[("authorization", "Bearer wrong")], None).assert_error(401, "unauthorized");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        for (m, p) in [
+            ("POST", "/chat"),
+            ("GET", "/events"),
+            ("GET", "/conversation/recent"),
+            ("GET", "/memory/search?q=x"),
+            ("POST", "/memory/forget"),
+            ("GET", "/privacy/export"),
+            ("DELETE", "/privacy/delete-all"),
+            ("GET", "/jobs"),
+        ] {
+            app.request(m, p, &[], None).assert_error(401, "unauthorized");
+            app.request(m, p, &[("authorization", "Bearer wrong")], None).assert_error(401, "unauthorized");
+        }
+        assert_eq!(app.get("/health").status, 200);
+        // With no key configured, the API is closed, not open.
+        let b2 = BackendEnv::new(backend);
+        let mut vars = b2.vars.clone();
+        vars.push(("SPIN_VARIABLE_CRON_TOKEN".into(), mneme_e2e::CRON_TOKEN.into()));
+        let closed = App::start("spin.toml", &vars);
+        closed
+            .request("POST", "/chat", &[("authorization", "Bearer anything")], Some(b"{}"))
+            .assert_error(503, "not-configured");
     }
-    assert_eq!(app.get("/health").status, 200);
-    // With no key configured, the API is closed, not open.
-    let b2 = BackendEnv::new(Backend::Embedded);
-    let mut vars = b2.vars.clone();
-    vars.push(("SPIN_VARIABLE_CRON_TOKEN".into(), mneme_e2e::CRON_TOKEN.into()));
-    let closed = App::start("spin.toml", &vars);
-    closed
-        .request("POST", "/chat", &[("authorization", "Bearer anything")], Some(b"{}"))
-        .assert_error(503, "not-configured");
 }
 
 #[test]
@@ -272,6 +276,47 @@ fn act_loop_runs_innate_actions_and_logs_iterations() {
         assert_eq!(its.len(), 2, "one dispatched iteration and the terminating check: {its:?}");
         assert_eq!(its[1]["termination_reason"], "no_actions");
         assert!(its[0]["fatigue"].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// The `focus` and `introspect` actions through `/chat`'s ACT loop: focus
+/// sets an explicit session that the next message's world state shows, and
+/// introspect reports the assistant's own state, that session included.
+#[test]
+fn act_sets_an_explicit_focus_and_introspects() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Done.".into(), ..Default::default() });
+        model.route(
+            marker::TRIAGE,
+            Script {
+                reply: json!({"mode": "ACT", "skills": ["focus", "introspect"]}).to_string(),
+                ..Default::default()
+            },
+        );
+        model.route(
+            marker::ACT_PLAN,
+            Script::json(json!({"actions": [
+                {"type": "focus", "action": "set", "description": "the quarterly budget review", "minutes": 90},
+                {"type": "introspect"}]})),
+        );
+        let app = start(&b, Some(&model));
+        let c = chat(&app, "Help me stay on the quarterly budget review");
+        assert_eq!(c.message()["text"], "Done.", "{}", c.raw);
+        let its = table(&app, "cortex_iterations");
+        let first: Value = serde_json::from_str(its[0]["actions_executed"].as_str().unwrap()).unwrap();
+        assert_eq!(first[0]["type"], "focus");
+        assert_eq!(first[0]["result"], "focus set for 90 min: the quarterly budget review", "{first}");
+        assert_eq!(first[1]["type"], "introspect");
+        let state: Value = serde_json::from_str(first[1]["result"].as_str().unwrap()).unwrap();
+        assert_eq!(state["focus"], "the quarterly budget review", "{state}");
+        assert_eq!(state["working_memory_turns"], 0, "the first message: {state}");
+        assert!(state["warmth"].as_f64().is_some() && state["recent_modes"].is_array(), "{state}");
+        // The next message routes normally and sees the session in its world state.
+        model.route(marker::TRIAGE, triage_answer("RESPOND"));
+        chat(&app, "What should I look at first in the budget");
+        let prompt = model.requests().into_iter().rfind(|r| r.contains("\"stream\":true")).unwrap();
+        assert!(prompt.contains("the quarterly budget review"), "{prompt}");
     }
 }
 

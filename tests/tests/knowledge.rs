@@ -4,8 +4,10 @@
 //! patterns engine, merge and promotion, supersede, sequential ids under
 //! concurrency, ranked retrieval, the vault search and the markdown mirror.
 
+use std::time::{Duration, Instant};
+
 use mneme_e2e::fake_model::{FakeModel, Script};
-use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, TEST_KEY, test_env};
+use mneme_e2e::{App, BACKENDS, BackendEnv, TEST_KEY, test_env};
 use serde_json::{Value, json};
 
 const INGEST: &str = "test-ingest-token";
@@ -75,55 +77,97 @@ fn entry(app: &App, id: &str) -> Value {
 
 #[test]
 fn ingest_has_its_own_token_and_rejects_bad_input() {
-    let b = BackendEnv::new(Backend::Embedded);
-    let closed = start(&b, None, false);
-    ingest_raw(&closed, b"{}").assert_error(503, "not-configured");
-    drop(closed);
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let closed = start(&b, None, false);
+        ingest_raw(&closed, b"{}").assert_error(503, "not-configured");
+        drop(closed);
 
-    let app = start(&b, None, true);
-    let good = json!({"source_type": "chat", "source_date": "2026-11-20", "text": "We decided to ship weekly because it keeps risk small."});
-    let body = good.to_string();
-    app.request("POST", "/knowledge/ingest", &[], Some(body.as_bytes())).assert_error(401, "unauthorized");
-    app.request("POST", "/knowledge/ingest", &[("x-ingest-token", "nope")], Some(body.as_bytes()))
-        .assert_error(401, "unauthorized");
-    let a = bearer();
-    app.request("POST", "/knowledge/ingest", &[("authorization", a.as_str())], Some(body.as_bytes()))
-        .assert_error(401, "unauthorized");
-    assert!(!app.log().contains(INGEST), "the ingest token must never be logged");
+        let app = start(&b, None, true);
+        let good = json!({"source_type": "chat", "source_date": "2026-11-20", "text": "We decided to ship weekly because it keeps risk small."});
+        let body = good.to_string();
+        app.request("POST", "/knowledge/ingest", &[], Some(body.as_bytes())).assert_error(401, "unauthorized");
+        app.request("POST", "/knowledge/ingest", &[("x-ingest-token", "nope")], Some(body.as_bytes()))
+            .assert_error(401, "unauthorized");
+        let a = bearer();
+        app.request("POST", "/knowledge/ingest", &[("authorization", a.as_str())], Some(body.as_bytes()))
+            .assert_error(401, "unauthorized");
+        assert!(!app.log().contains(INGEST), "the ingest token must never be logged");
 
-    let with = |k: &str, v: Value| {
-        let mut x = good.clone();
-        x[k] = v;
-        x.to_string()
-    };
-    for (body, code) in [
-        (with("source_type", json!("email")), "invalid"),
-        (with("source_date", json!("2026-02-30")), "invalid"),
-        (with("source_date", json!(null)), "invalid"),
-        (with("text", json!("   ")), "invalid"),
-        (with("text", json!(7)), "invalid"),
-        (with("source_url", json!("ftp://x")), "invalid"),
-        (with("colour", json!("red")), "invalid"),
-        ("{not json".to_string(), "invalid-json"),
-        ("[]".to_string(), "invalid"),
-    ] {
-        ingest_raw(&app, body.as_bytes()).assert_error(400, code);
+        let with = |k: &str, v: Value| {
+            let mut x = good.clone();
+            x[k] = v;
+            x.to_string()
+        };
+        for (body, code) in [
+            (with("source_type", json!("email")), "invalid"),
+            (with("source_date", json!("2026-02-30")), "invalid"),
+            (with("source_date", json!(null)), "invalid"),
+            (with("text", json!("   ")), "invalid"),
+            (with("text", json!(7)), "invalid"),
+            (with("source_url", json!("ftp://x")), "invalid"),
+            (with("colour", json!("red")), "invalid"),
+            ("{not json".to_string(), "invalid-json"),
+            ("[]".to_string(), "invalid"),
+        ] {
+            ingest_raw(&app, body.as_bytes()).assert_error(400, code);
+        }
+        let first = ingest_raw(&app, body.as_bytes());
+        assert_eq!(first.status, 202, "{}", first.body);
+        let job = first.json()["job_id"].as_str().unwrap().to_string();
+        // The same transcript (even re-wrapped) creates nothing new.
+        let again = with("text", json!("We decided to ship weekly\n  because it keeps risk small."));
+        let dup = ingest_raw(&app, again.as_bytes());
+        assert_eq!(dup.status, 200);
+        assert_eq!(
+            (dup.json()["job_id"].as_str(), dup.json()["duplicate"].as_bool()),
+            (Some(job.as_str()), Some(true))
+        );
+        let done = finish(&app, &job);
+        assert_eq!(done["kept"], 1);
+        ingest_raw(&app, again.as_bytes());
+        finish(&app, &job);
+        assert_eq!(get(&app, "/knowledge/entries")["total"], 1, "a duplicate ingest made a second entry");
+        let missing = app.request("GET", "/knowledge/jobs/kj-nope", &[("authorization", a.as_str())], None);
+        missing.assert_error(404, "not-found");
     }
-    let first = ingest_raw(&app, body.as_bytes());
-    assert_eq!(first.status, 202, "{}", first.body);
-    let job = first.json()["job_id"].as_str().unwrap().to_string();
-    // The same transcript (even re-wrapped) creates nothing new.
-    let again = with("text", json!("We decided to ship weekly\n  because it keeps risk small."));
-    let dup = ingest_raw(&app, again.as_bytes());
-    assert_eq!(dup.status, 200);
-    assert_eq!((dup.json()["job_id"].as_str(), dup.json()["duplicate"].as_bool()), (Some(job.as_str()), Some(true)));
-    let done = finish(&app, &job);
-    assert_eq!(done["kept"], 1);
-    ingest_raw(&app, again.as_bytes());
-    finish(&app, &job);
-    assert_eq!(get(&app, "/knowledge/entries")["total"], 1, "a duplicate ingest made a second entry");
-    let missing = app.request("GET", "/knowledge/jobs/kj-nope", &[("authorization", a.as_str())], None);
-    missing.assert_error(404, "not-found");
+}
+
+/// Nobody ticks here: the runner's cron (`*/5 * * * * *` on
+/// `/tick/knowledge`) starts a queued job within 10 s, and the job reports
+/// `queued`, then `running` while the model extracts, then `done`.
+#[test]
+fn the_cron_starts_a_queued_job_within_10_seconds() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        let mut slow = candidates(json!([{"type": "standard", "topic": "Weekly releases",
+            "position": "Ship every week", "reasoning": "small releases keep the risk small"}]));
+        slow.delay = Duration::from_millis(2_500);
+        model.route(EXTRACT, slow);
+        let app = start(&b, Some(&model), true);
+        let queued_at = Instant::now();
+        let job =
+            ingest(&app, "We decided to ship every week because small releases keep the risk small.", "2026-11-20");
+        let mut seen: Vec<String> = Vec::new();
+        let mut started = None;
+        loop {
+            let status = get(&app, &format!("/knowledge/jobs/{job}"))["status"].as_str().unwrap().to_string();
+            if status != "queued" && started.is_none() {
+                started = Some(queued_at.elapsed());
+            }
+            if seen.last() != Some(&status) {
+                seen.push(status.clone());
+            }
+            if status == "done" || status == "failed" || queued_at.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let started = started.expect("the job never left the queue");
+        assert!(started <= Duration::from_secs(10), "{backend:?}: the job waited {started:?}");
+        assert_eq!(seen, ["queued", "running", "done"], "{backend:?}");
+    }
 }
 
 #[test]
@@ -536,27 +580,29 @@ fn the_vault_search_covers_documents_and_entries() {
 
 #[test]
 fn a_failing_model_retries_the_job_then_fails_it_and_a_reingest_requeues_it() {
-    let b = BackendEnv::new(Backend::Hosted);
-    let model = FakeModel::start(Script::default());
-    model.route(EXTRACT, Script { status: 500, reply: "boom".into(), ..Default::default() });
-    let app = start(&b, Some(&model), true);
-    let text = "We decided to keep the monolith because the team is small.";
-    let job = ingest(&app, text, "2026-11-01");
-    let j = finish(&app, &job);
-    assert_eq!(j["status"], "failed", "{j}");
-    assert_eq!(j["attempts"], 3);
-    assert!(j["error"].as_str().unwrap().contains("extraction"), "{j}");
-    assert_eq!(get(&app, "/knowledge/entries")["total"], 0, "a failed job writes nothing");
-    model.route(
-        EXTRACT,
-        candidates(json!([{"type": "decision", "topic": "Monolith", "position": "Keep the monolith",
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        model.route(EXTRACT, Script { status: 500, reply: "boom".into(), ..Default::default() });
+        let app = start(&b, Some(&model), true);
+        let text = "We decided to keep the monolith because the team is small.";
+        let job = ingest(&app, text, "2026-11-01");
+        let j = finish(&app, &job);
+        assert_eq!(j["status"], "failed", "{j}");
+        assert_eq!(j["attempts"], 3);
+        assert!(j["error"].as_str().unwrap().contains("extraction"), "{j}");
+        assert_eq!(get(&app, "/knowledge/entries")["total"], 0, "a failed job writes nothing");
+        model.route(
+            EXTRACT,
+            candidates(json!([{"type": "decision", "topic": "Monolith", "position": "Keep the monolith",
         "reasoning": "the team is small"}])),
-    );
-    let again = ingest_raw(
-        &app,
-        json!({"source_type": "meeting", "source_date": "2026-11-01", "text": text}).to_string().as_bytes(),
-    );
-    assert_eq!((again.status, again.json()["requeued"].as_bool()), (200, Some(true)));
-    assert_eq!(finish(&app, &job)["status"], "done");
-    assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
+        );
+        let again = ingest_raw(
+            &app,
+            json!({"source_type": "meeting", "source_date": "2026-11-01", "text": text}).to_string().as_bytes(),
+        );
+        assert_eq!((again.status, again.json()["requeued"].as_bool()), (200, Some(true)));
+        assert_eq!(finish(&app, &job)["status"], "done");
+        assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
+    }
 }

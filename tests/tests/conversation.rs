@@ -320,6 +320,34 @@ fn act_sets_an_explicit_focus_and_introspects() {
     }
 }
 
+/// A slow model keeps the stream alive: a keepalive comment after 15 s of
+/// silence, `status: still_working` at 20 s, then the reply. The backends
+/// run side by side, since each waits 21 s for the model.
+#[test]
+fn a_slow_reply_gets_a_keepalive_then_still_working_before_the_message() {
+    std::thread::scope(|s| {
+        for backend in BACKENDS {
+            s.spawn(move || {
+                let b = BackendEnv::new(backend);
+                let model = FakeModel::start(Script {
+                    reply: "Slow but sure.".into(),
+                    delay: Duration::from_secs(21),
+                    ..Default::default()
+                });
+                model.route(marker::TRIAGE, triage_answer("RESPOND"));
+                model.route(marker::TIEBREAK, Script::json(json!({"mode": "RESPOND"})));
+                let app = start(&b, Some(&model));
+                let c = chat(&app, "Tell me about the history of the printing press");
+                let keepalive = c.raw.find(": keepalive\n\n").unwrap_or_else(|| panic!("{backend:?}: {}", c.raw));
+                let working = c.raw.find("still_working").unwrap_or_else(|| panic!("{backend:?}: {}", c.raw));
+                let message = c.raw.find("event: message").unwrap_or_else(|| panic!("{backend:?}: {}", c.raw));
+                assert!(keepalive < working && working < message, "{backend:?}: {}", c.raw);
+                assert_eq!(c.message()["text"], "Slow but sure.");
+            });
+        }
+    });
+}
+
 #[test]
 fn act_loop_stops_at_the_third_identical_action() {
     for backend in BACKENDS {

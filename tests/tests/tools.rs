@@ -150,6 +150,45 @@ fn concurrent_puts_never_store_more_than_32_tools() {
     }
 }
 
+/// Self-evaluation (002 Phase B, D-C6) over HTTP: of the tools triage names,
+/// unknown ones are dropped and at most 3 are kept; an unknown skill is
+/// dropped; the triage_calibration row logs what was kept and why.
+#[test]
+fn triage_keeps_at_most_three_known_tools_and_only_real_skills() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let server = JsonServer::start();
+        let model = FakeModel::start(Script { reply: "Here is what I found.".into(), ..Default::default() });
+        let app = start(&b, dir.path(), Some(&model), &server, 5_000);
+        for name in ["atlas", "bus", "ferry", "metro"] {
+            tool(&app, &server, name, &format!("Looks up {name} timetables."), json!({"consequential": false}));
+            server.set("POST", &format!("/{name}"), 200, &json!({"result": format!("{name}: on time")}));
+        }
+        model.route(CRITIC, Script::json(json!({"verified": true})));
+        model.route(
+            marker::TRIAGE,
+            Script::json(
+                json!({"branch": "act", "mode": "ACT", "tools": ["atlas", "bus", "teleporter", "ferry", "metro"],
+                "skills": ["recall", "levitate"], "confidence_internal": 0.2, "confidence_tool_need": 0.9,
+                "freshness_risk": 0.8, "reasoning": "needs timetables"}),
+            ),
+        );
+        let (events, _) = chat(&app, "Which way into town is running on time this morning?", T0);
+        assert!(event(&events, "message").is_some(), "{events:?}");
+        let rows = app.table("triage_calibration", T0);
+        let row = rows.last().unwrap();
+        let list = |k: &str| serde_json::from_str::<Vec<String>>(row[k].as_str().unwrap()).unwrap();
+        assert_eq!(list("tools"), ["atlas", "bus", "ferry"], "{row}");
+        assert!(!list("skills").iter().any(|s| s == "levitate"), "{row}");
+        let overrides = list("overrides");
+        for o in ["unknown_tools_dropped", "tools_capped"] {
+            assert!(overrides.iter().any(|x| x == o), "{o} in {row}");
+        }
+        assert_eq!(server.requests("POST", "/metro").len(), 0, "the fourth tool never runs");
+    }
+}
+
 /// On Postgres the cap's count and insert run under a lock on `tools`
 /// (D-C19): a PUT waits while another transaction holds it.
 #[test]

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use mneme_conversation::mode::Mode;
+use mneme_conversation::router;
 use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
 use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, TEST_KEY, parse_sse, test_env};
 use serde_json::{Value, json};
@@ -690,7 +692,22 @@ fn identity_silence_gap_and_tie_break_at_their_boundaries() {
         rd.sort_by_key(|d| d["id"].as_i64());
         assert!(rd.len() >= texts.len(), "a decision per message: {rd:?}");
         let mut asked = 0;
+        let mut after_act = 0;
         for (i, d) in rd.iter().enumerate() {
+            // Each logged score is the router's formula over the logged
+            // signals and weights, hysteresis from the prior mode included.
+            let parse = |k: &str| serde_json::from_str::<Value>(d[k].as_str().unwrap()).unwrap();
+            let signals: router::Signals = serde_json::from_value(parse("signal_snapshot")).unwrap();
+            let weights: router::Weights = serde_json::from_value(parse("weight_snapshot")).unwrap();
+            let previous: Option<Mode> = d["previous_mode"].as_str().map(|m| serde_json::from_value(json!(m)).unwrap());
+            let want = router::scores(&signals, &weights, previous);
+            assert_eq!(serde_json::to_value(&want).unwrap(), parse("scores"), "{d}");
+            if previous == Some(Mode::Act) {
+                after_act += 1;
+                let without = router::scores(&signals, &weights, None);
+                let penalty = without[&Mode::Act] - want[&Mode::Act];
+                assert!((penalty - weights.prior_act_penalty).abs() < 1e-9, "ACT pays the prior-ACT penalty: {d}");
+            }
             // After an ACT loop the router routes again to a terminal mode,
             // never with the tie-breaker.
             if rd[..i].iter().any(|e| e["exchange_id"] == d["exchange_id"]) {
@@ -717,6 +734,7 @@ fn identity_silence_gap_and_tie_break_at_their_boundaries() {
             }
         }
         assert_eq!(model.requests_with(marker::TIEBREAK).len(), asked);
+        assert!(after_act > 0, "a decision after an ACT loop shows the hysteresis: {rd:?}");
         assert!(asked > 0 && asked < rd.len(), "both sides of the margin occur: {asked} of {}", rd.len());
     }
 }

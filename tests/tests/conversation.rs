@@ -350,6 +350,40 @@ fn a_slow_reply_gets_a_keepalive_then_still_working_before_the_message() {
     });
 }
 
+/// The loop's other limits, end to end (D-C8): two actions a turn can never
+/// repeat one action three times running, so the budget stops the loop.
+/// Recall (1.0) + introspect (0.5) cost 1.5 × (1 + 0.3 i) at iteration i:
+/// 8.7 after four, 12.0 after five, over the fatigue budget of 10. Two
+/// introspects cost 1.0 × (1 + 0.3 i): 8.0 after five, so the iteration cap
+/// of 5 stops that loop first.
+#[test]
+fn act_loop_stops_at_the_fatigue_budget_or_the_iteration_cap() {
+    for backend in BACKENDS {
+        for (plan, reason, fatigue) in [
+            (json!([{"type": "recall", "query": "tea"}, {"type": "introspect"}]), "fatigue_exhausted", 12.0),
+            (json!([{"type": "introspect"}, {"type": "introspect"}]), "max_iterations", 8.0),
+        ] {
+            let b = BackendEnv::new(backend);
+            let model = FakeModel::start(Script { reply: "Done.".into(), ..Default::default() });
+            model.route(
+                marker::TRIAGE,
+                Script { reply: json!({"mode": "ACT", "skills": ["recall"]}).to_string(), ..Default::default() },
+            );
+            model.route(marker::ACT_PLAN, Script::json(json!({"actions": plan})));
+            let app = start(&b, Some(&model));
+            let c = chat(&app, "What do you remember about my tea?");
+            assert_eq!(c.message()["text"], "Done.", "{}", c.raw);
+            let mut its = table(&app, "cortex_iterations");
+            its.sort_by_key(|r| r["iteration_number"].as_i64());
+            let dispatched: Vec<&Value> = its.iter().filter(|r| r["termination_reason"].is_null()).collect();
+            assert_eq!(dispatched.len(), 5, "{reason}: {its:?}");
+            let last = its.last().unwrap();
+            assert_eq!(last["termination_reason"], reason, "{its:?}");
+            assert!((dispatched[4]["fatigue"].as_f64().unwrap() - fatigue).abs() < 1e-9, "{reason}: {its:?}");
+        }
+    }
+}
+
 #[test]
 fn act_loop_stops_at_the_third_identical_action() {
     for backend in BACKENDS {

@@ -79,6 +79,25 @@ fn statuses(app: &App) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Gists live 30 minutes (002 Phase A) from when they were stored or last
+/// read ("touch on read", D-C12), on the test clock: a read 1 ms before
+/// expiry restarts the 30 minutes, a read at expiry finds nothing.
+#[test]
+fn a_gist_expires_30_minutes_after_it_was_stored_or_last_read() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(&manifest(dir.path()), &env(&b, None));
+        converse(&app, &PERSONAL, T0);
+        let at = T0 + 11 * MIN;
+        tick(&app, "consolidate", at);
+        let stored = gists(&app, at + 30 * MIN - 1).len();
+        assert!(stored > 0, "the chunker stored gists at {at}");
+        assert_eq!(gists(&app, at + 60 * MIN - 2).len(), stored, "the read at +30 min − 1 ms restarted the 30 minutes");
+        assert_eq!(gists(&app, at + 90 * MIN - 2), Vec::<Value>::new(), "30 min after the last read they are gone");
+    }
+}
+
 #[test]
 fn the_rules_consolidate_every_queue_once_and_memory_reads_it() {
     for backend in BACKENDS {

@@ -304,6 +304,34 @@ fn a_third_corroboration_promotes_to_high_and_merges_union_tags_and_bump_the_dat
     }
 }
 
+/// Without a model, the stance comes from the rules (D-K5): a later
+/// "never" against an earlier "always" on the same words is a
+/// contradiction, and the older entry is superseded.
+#[test]
+fn without_a_model_the_rules_judge_a_contradiction_and_supersede() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let first = finish(
+            &app,
+            &ingest(&app, "We decided to always deploy on Fridays because the whole team is around.", "2026-05-01"),
+        );
+        let old = outcome(&first, 0)["entry_id"].as_str().unwrap_or_else(|| panic!("{backend:?}: {first}")).to_string();
+        let j = finish(
+            &app,
+            &ingest(&app, "We decided to never deploy on Fridays because weekend incidents hurt.", "2026-10-01"),
+        );
+        let o = outcome(&j, 0);
+        assert_eq!((o["outcome"].as_str(), o["stance_by"].as_str()), (Some("kept"), Some("rules")), "{backend:?}: {j}");
+        assert_eq!(o["supersedes"], json!([old]), "{backend:?}: {j}");
+        let new = o["entry_id"].as_str().unwrap();
+        assert_eq!(entry(&app, &old)["superseded_by"].as_str(), Some(new));
+        let found = post(&app, "/retrieve", json!({"query": "do we deploy on Fridays?", "k": 10})).json();
+        let ids: Vec<&str> = found["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, [new], "{backend:?}");
+    }
+}
+
 #[test]
 fn a_contradiction_supersedes_the_older_entry_which_leaves_retrieval_but_is_kept() {
     for backend in BACKENDS {

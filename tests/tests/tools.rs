@@ -397,6 +397,7 @@ fn a_dropped_stream_or_a_deleted_job_still_ends_cleanly() {
         });
         let error = event(&events, "error").unwrap_or_else(|| panic!("an error event: {events:?}"));
         assert!(error["message"].as_str().unwrap().contains("deleted"), "{error}");
+        assert_eq!(error["recoverable"], true, "sending the message again can succeed: {error}");
         assert!(event(&events, "done").is_some());
         // The tool answers after 4 s; by 8 s the worker has tried to commit.
         std::thread::sleep(Duration::from_secs(8));

@@ -384,6 +384,36 @@ fn act_loop_stops_at_the_fatigue_budget_or_the_iteration_cap() {
     }
 }
 
+/// A model that stalls mid-stream for longer than the 30 s generation
+/// budget: the words already streamed are kept as the reply, and a
+/// recoverable `error` event says it may be incomplete. Both backends side by
+/// side, since each waits 30 s.
+#[test]
+fn a_stream_that_stalls_keeps_its_words_and_says_it_stopped_early() {
+    std::thread::scope(|s| {
+        for backend in BACKENDS {
+            s.spawn(move || {
+                let b = BackendEnv::new(backend);
+                let model = FakeModel::start(Script {
+                    reply: "The printing press spread quickly".into(),
+                    chunk_delay: Duration::from_secs(31),
+                    ..Default::default()
+                });
+                model.route(marker::TRIAGE, triage_answer("RESPOND"));
+                model.route(marker::TIEBREAK, Script::json(json!({"mode": "RESPOND"})));
+                let app = start(&b, Some(&model));
+                let c = chat(&app, "Tell me about the history of the printing press");
+                let errors = c.named("error");
+                assert_eq!(errors.len(), 1, "{backend:?}: {}", c.raw);
+                assert!(errors[0]["message"].as_str().unwrap().contains("stopped early"), "{}", c.raw);
+                assert_eq!(errors[0]["recoverable"], true);
+                assert_eq!(c.message()["text"], "The", "{backend:?}: the streamed word is the reply: {}", c.raw);
+                assert!(!c.named("done").is_empty(), "{}", c.raw);
+            });
+        }
+    });
+}
+
 #[test]
 fn act_loop_stops_at_the_third_identical_action() {
     for backend in BACKENDS {

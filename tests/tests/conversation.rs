@@ -327,24 +327,29 @@ fn act_sets_an_explicit_focus_and_introspects() {
 /// run side by side, since each waits 21 s for the model.
 #[test]
 fn a_slow_reply_gets_a_keepalive_then_still_working_before_the_message() {
+    let slow = Script { reply: "Slow but sure.".into(), delay: Duration::from_secs(21), ..Default::default() };
+    ask_a_slow_model_on_both_backends_at_once(slow, |backend, c| {
+        let at = |needle: &str| c.raw.find(needle).unwrap_or_else(|| panic!("{backend:?}: no {needle:?} in {}", c.raw));
+        let (keepalive, working, message) = (at(": keepalive\n\n"), at("still_working"), at("event: message"));
+        assert!(keepalive < working && working < message, "{backend:?}: {}", c.raw);
+        assert_eq!(c.message()["text"], "Slow but sure.");
+    });
+}
+
+/// Asks one RESPOND question of a model answering with `script`, on both
+/// backends side by side (each waits tens of seconds for the model), and
+/// checks each stream with `check`.
+fn ask_a_slow_model_on_both_backends_at_once(script: Script, check: impl Fn(Backend, &Chat) + Sync) {
     std::thread::scope(|s| {
         for backend in BACKENDS {
+            let (script, check) = (script.clone(), &check);
             s.spawn(move || {
                 let b = BackendEnv::new(backend);
-                let model = FakeModel::start(Script {
-                    reply: "Slow but sure.".into(),
-                    delay: Duration::from_secs(21),
-                    ..Default::default()
-                });
+                let model = FakeModel::start(script);
                 model.route(marker::TRIAGE, triage_answer("RESPOND"));
                 model.route(marker::TIEBREAK, Script::json(json!({"mode": "RESPOND"})));
                 let app = start(&b, Some(&model));
-                let c = chat(&app, "Tell me about the history of the printing press");
-                let keepalive = c.raw.find(": keepalive\n\n").unwrap_or_else(|| panic!("{backend:?}: {}", c.raw));
-                let working = c.raw.find("still_working").unwrap_or_else(|| panic!("{backend:?}: {}", c.raw));
-                let message = c.raw.find("event: message").unwrap_or_else(|| panic!("{backend:?}: {}", c.raw));
-                assert!(keepalive < working && working < message, "{backend:?}: {}", c.raw);
-                assert_eq!(c.message()["text"], "Slow but sure.");
+                check(backend, &chat(&app, "Tell me about the history of the printing press"));
             });
         }
     });
@@ -390,27 +395,18 @@ fn act_loop_stops_at_the_fatigue_budget_or_the_iteration_cap() {
 /// side, since each waits 30 s.
 #[test]
 fn a_stream_that_stalls_keeps_its_words_and_says_it_stopped_early() {
-    std::thread::scope(|s| {
-        for backend in BACKENDS {
-            s.spawn(move || {
-                let b = BackendEnv::new(backend);
-                let model = FakeModel::start(Script {
-                    reply: "The printing press spread quickly".into(),
-                    chunk_delay: Duration::from_secs(31),
-                    ..Default::default()
-                });
-                model.route(marker::TRIAGE, triage_answer("RESPOND"));
-                model.route(marker::TIEBREAK, Script::json(json!({"mode": "RESPOND"})));
-                let app = start(&b, Some(&model));
-                let c = chat(&app, "Tell me about the history of the printing press");
-                let errors = c.named("error");
-                assert_eq!(errors.len(), 1, "{backend:?}: {}", c.raw);
-                assert!(errors[0]["message"].as_str().unwrap().contains("stopped early"), "{}", c.raw);
-                assert_eq!(errors[0]["recoverable"], true);
-                assert_eq!(c.message()["text"], "The", "{backend:?}: the streamed word is the reply: {}", c.raw);
-                assert!(!c.named("done").is_empty(), "{}", c.raw);
-            });
-        }
+    let stalling = Script {
+        reply: "The printing press spread quickly".into(),
+        chunk_delay: Duration::from_secs(31),
+        ..Default::default()
+    };
+    ask_a_slow_model_on_both_backends_at_once(stalling, |backend, c| {
+        let errors = c.named("error");
+        assert_eq!(errors.len(), 1, "{backend:?}: {}", c.raw);
+        assert!(errors[0]["message"].as_str().unwrap().contains("stopped early"), "{}", c.raw);
+        assert_eq!(errors[0]["recoverable"], true);
+        assert_eq!(c.message()["text"], "The", "{backend:?}: the streamed word is the reply: {}", c.raw);
+        assert!(!c.named("done").is_empty(), "{}", c.raw);
     });
 }
 

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod cello;
 pub mod fake_model;
+pub mod fault;
 pub mod json_server;
 pub mod wire;
 
@@ -246,6 +247,11 @@ impl App {
             std::thread::sleep(Duration::from_millis(20));
         }
         None
+    }
+
+    /// The runner's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn stdout(&self) -> &[String] {
@@ -495,4 +501,21 @@ pub fn edited_manifest(dir: &Path, manifest: &str, edit: impl Fn(String) -> Stri
     let path = dir.join(unique("manifest") + ".toml");
     std::fs::write(&path, edit(text)).unwrap();
     path
+}
+
+/// `openapi.yaml` as JSON, read through the PyYAML of the tools venv
+/// (`scripts/install.sh --test` installs it).
+pub fn openapi_description() -> serde_json::Value {
+    let venv = std::env::var("MNEME_TOOLS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").expect("HOME is set")).join(".cache/mneme/venv"));
+    let python = venv.join("bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/install.sh --test", python.display());
+    let out = Command::new(python)
+        .args(["-c", "import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)"])
+        .arg(repo_root().join("openapi.yaml"))
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the description as JSON")
 }

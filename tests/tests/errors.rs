@@ -11,11 +11,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-use mneme_e2e::{App, BACKENDS, BackendEnv, CRON_AUTH, Resp, TEST_KEY, edited_manifest, repo_root, test_env};
+use mneme_e2e::{App, BACKENDS, BackendEnv, CRON_AUTH, Resp, TEST_KEY, edited_manifest, test_env};
 use serde_json::{Value, json};
 
 const INGEST: &str = "test-ingest-token";
@@ -55,20 +53,8 @@ struct Op {
     siblings: Vec<String>,
 }
 
-/// `openapi.yaml` as JSON, through the PyYAML of the tools venv.
 fn description() -> Value {
-    let venv = std::env::var("MNEME_TOOLS_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").expect("HOME is set")).join(".cache/mneme/venv"));
-    let python = venv.join("bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/install.sh --test", python.display());
-    let out = Command::new(python)
-        .args(["-c", "import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)"])
-        .arg(repo_root().join("openapi.yaml"))
-        .output()
-        .expect("python runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("the description as JSON")
+    mneme_e2e::openapi_description()
 }
 
 fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
@@ -395,6 +381,14 @@ fn scripted(b: &BackendEnv, app: &App) -> Vec<(&'static str, u16, Resp)> {
         assert_eq!(r.status, 200, "{}", r.body);
     }
     out.push(("putTool", 409, call("PUT", "/tools/t32", Some(tool(32)))));
+    // Sign-in: wrong keys until this address is throttled (the generic 401
+    // probe counted one already).
+    let wrong = json!({"api_key": "not-the-key"}).to_string();
+    let sign_in = || app.request("POST", "/session", &[], Some(wrong.as_bytes()));
+    let throttled =
+        (0..mneme_http::throttle::LIMIT).map(|_| sign_in()).find(|r| r.status == 429).unwrap_or_else(sign_in);
+    assert!(throttled.header("retry-after").is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s > 0)), "{throttled:?}");
+    out.push(("createSession", 429, throttled));
     out
 }
 

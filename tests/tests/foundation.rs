@@ -35,6 +35,13 @@ fn health_reports_store_kinds_and_migration_level_on_both_backends() {
         assert_eq!(v["status"], "ok", "startup migration must leave nothing pending: {v}");
         assert_eq!(v["migrations"]["level"], v["migrations"]["latest"]);
         assert!(v["migrations"]["level"].as_u64().unwrap() >= 1);
+        let deps = &v["dependencies"];
+        assert_eq!((deps["sql"]["kind"].as_str(), deps["kv"]["kind"].as_str()), (Some(sql), Some(kv)), "{v}");
+        for d in ["sql", "kv"] {
+            assert_eq!(deps[d]["ok"], true, "{backend:?} {d}: {v}");
+            assert!(deps[d]["failure"].is_null() && deps[d]["ms"].as_f64().is_some(), "{v}");
+        }
+        assert_eq!(deps["model"], serde_json::json!({"configured": false}), "no model in this run: {v}");
     }
 }
 
@@ -178,7 +185,13 @@ fn unreachable_redis_is_reported_not_hidden() {
         ("SPIN_VARIABLE_REDIS_HOST".to_string(), "127.0.0.1:1".to_string()),
     ];
     let app = App::start(manifest.to_str().unwrap(), &vars);
-    app.get("/health").assert_error(503, "store-unavailable");
+    let r = app.get("/health");
+    r.assert_error(503, "store-unavailable");
+    let v = r.json();
+    assert_eq!(v["status"], "unavailable", "{v}");
+    assert_eq!(v["dependencies"]["kv"]["kind"], "redis", "{v}");
+    assert_eq!(v["dependencies"]["kv"]["ok"], false, "the key-value store is named as the one down: {v}");
+    assert_eq!(v["dependencies"]["sql"]["ok"], true, "SQLite still answers: {v}");
 }
 
 #[test]

@@ -554,10 +554,11 @@ async fn path_b(
     out.event("status", json!({"stage": "tools", "tools": tools, "job_id": job_id}));
     loop {
         // A client that went away cannot take the reply: /events will.
-        let give_up = clock::system_ms().saturating_sub(started) >= wait || out.gone();
+        let gone = out.gone();
+        let give_up = clock::system_ms().saturating_sub(started) >= wait || gone;
         let taken: Value = decode(
             &act_stage::take_tool_reply(
-                json!({"job_id": job_id, "request_id": request_id, "give_up": give_up}).to_string(),
+                json!({"job_id": job_id, "request_id": request_id, "give_up": give_up, "gone": gone}).to_string(),
             )
             .await?,
         )?;

@@ -4,7 +4,9 @@
 //! missed. A first connection gets the last 24 h (at most 200 events). The
 //! handler streams for a bounded window (25 s by default, `?wait=` 0–55 s),
 //! polling once a second, then ends cleanly so the client reconnects: no
-//! instance is held open for long (serverless-friendly, D-C14).
+//! instance is held open for long (serverless-friendly, D-C14). The streams
+//! on one instance share one look at the newest event id per poll, and a
+//! stream reads events only when one is newer than what it sent.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,6 +23,27 @@ const DEFAULT_WINDOW_S: u64 = 25;
 const KEEPALIVE_MS: u64 = 15_000;
 const POLL_MS: u64 = 1_000;
 const BACKLOG_MS: u64 = 24 * 3600 * 1000;
+
+thread_local! {
+    /// The newest event id this instance has seen, and when it asked: the
+    /// streams an instance serves share one question per poll instead of a
+    /// query each (a thousand open streams made a thousand a second).
+    static LATEST: std::cell::Cell<(u64, i64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The newest event id, asked of the store at most once per poll interval
+/// per instance; a stream that has sent everything up to it asks nothing.
+async fn latest_id(now_ms: u64) -> Result<i64, crate::mneme::types::types::StageError> {
+    let (asked, id) = LATEST.get();
+    if now_ms.saturating_sub(asked) < POLL_MS {
+        return Ok(id);
+    }
+    // The others keep the last answer while this one asks.
+    LATEST.set((now_ms, id));
+    let id = memory::latest_event_id().await?;
+    LATEST.set((now_ms, id));
+    Ok(id)
+}
 
 pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
     // The header a reconnecting EventSource sends, else `?after=`, which a
@@ -98,8 +121,15 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
                 last_write = now;
             }
             spin_sdk::time::sleep(Duration::from_millis(POLL_MS)).await;
-            batch = match memory::events_after(json!({"after_id": last_id, "limit": 200}).to_string()).await {
-                Ok(body) => serde_json::from_str::<Vec<Value>>(&body).unwrap_or_default(),
+            let fetched = match latest_id(crate::clock::system_ms()).await {
+                Ok(latest) if latest <= last_id => Ok(Vec::new()),
+                Ok(_) => memory::events_after(json!({"after_id": last_id, "limit": 200}).to_string())
+                    .await
+                    .map(|body| serde_json::from_str::<Vec<Value>>(&body).unwrap_or_default()),
+                Err(e) => Err(e),
+            };
+            batch = match fetched {
+                Ok(b) => b,
                 Err(e) => {
                     let _ = tx
                         .send(sse::event("error", &json!({"message": e.message, "recoverable": true}).to_string()))

@@ -87,7 +87,10 @@ async fn handle(req: Request) -> Reply {
     if let Err(e) = mneme_http::session::authenticate(req.headers(), &method, key.as_deref(), now_s) {
         return err(e);
     }
-    let query = query_map(req.uri().query().unwrap_or(""));
+    let query = match mneme_http::parse_query(req.uri().query().unwrap_or("")) {
+        Ok(q) => q,
+        Err(e) => return err(e),
+    };
     if knowledge::handles(&path) {
         return match knowledge::route(req, &path, &query).await {
             Some(r) => r,
@@ -212,40 +215,6 @@ pub fn stage_json(r: Result<String, StageError>) -> spin_sdk::http::Response<Str
     }
 }
 
-/// Decoded query parameters (the last value of a repeated name wins).
-pub fn query_map(q: &str) -> std::collections::HashMap<String, String> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// An integer query parameter within bounds, else 400.
 pub fn num(
     q: &std::collections::HashMap<String, String>,
@@ -266,19 +235,60 @@ pub fn num(
     }
 }
 
-/// `GET /health`: liveness plus what the `store` stage reports. Open to all,
-/// and it never reveals configuration beyond the store kinds.
+/// How long `/health` waits for each dependency: the whole answer comes
+/// within 2 s even when one of them never answers.
+const HEALTH_DEADLINE_MS: u32 = 1_500;
+
+/// `GET /health`: open to all. Checks the SQL and key-value stores and, when
+/// one is configured, the model endpoint, side by side; answers 503 when a
+/// store is down (the model is not required: every path has a labelled
+/// fallback, so a silent model makes the app `degraded`, not down). It names
+/// each dependency's kind and whether it answered, and no other
+/// configuration.
 async fn health() -> spin_sdk::http::Response<String> {
-    match store::health().await {
-        Ok(h) => json(
-            StatusCode::OK,
-            &json!({
-                "status": if h.migration_level == h.migration_latest { "ok" } else { "migrations-pending" },
-                "version": VERSION,
-                "store": { "sql": h.sql_kind, "kv": h.kv_kind },
-                "migrations": { "level": h.migration_level, "latest": h.migration_latest },
-            }),
-        ),
-        Err(e) => ApiError::from_stage(&e.code, e.message).into_response(),
+    use mneme::llm::llm;
+    let model = async {
+        let status = llm::status().await;
+        if !status.configured {
+            return json!({"configured": false});
+        }
+        match llm::probe(HEALTH_DEADLINE_MS).await {
+            Ok(ms) => json!({"configured": true, "ok": true, "ms": ms}),
+            // The `spin` backend has no endpoint of its own to ask.
+            Err(e) if e.code == "model-unavailable" => json!({"configured": true, "ok": null}),
+            Err(e) => json!({"configured": true, "ok": false, "failure": e.code}),
+        }
+    };
+    let (h, model) = futures::join!(store::health(HEALTH_DEADLINE_MS), model);
+    let dep = |d: &store::Dependency| json!({"kind": d.kind, "ok": d.failure.is_none(), "failure": d.failure, "ms": d.took_us as f64 / 1000.0});
+    let stores_up = h.sql.failure.is_none() && h.kv.failure.is_none();
+    let status = if !stores_up {
+        "unavailable"
+    } else if h.migration_level < h.migration_latest {
+        "migrations-pending"
+    } else if model["ok"] == json!(false) {
+        "degraded"
+    } else {
+        "ok"
+    };
+    let mut body = json!({
+        "status": status,
+        "version": VERSION,
+        "store": { "sql": h.sql.kind, "kv": h.kv.kind },
+        "migrations": { "level": h.migration_level, "latest": h.migration_latest },
+        "dependencies": { "sql": dep(&h.sql), "kv": dep(&h.kv), "model": model },
+    });
+    if stores_up {
+        return json(StatusCode::OK, &body);
     }
+    let down: Vec<&str> = [("SQL", &h.sql), ("key-value", &h.kv)]
+        .iter()
+        .filter(|(_, d)| d.failure.is_some())
+        .map(|(name, _)| *name)
+        .collect();
+    body["error"] = json!({
+        "code": "store-unavailable",
+        "message": format!("the {} store is not answering", down.join(" and the ")),
+    });
+    json(StatusCode::SERVICE_UNAVAILABLE, &body)
 }

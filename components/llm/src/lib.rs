@@ -76,7 +76,7 @@ fn spin_infer(c: &Config, req: &CompletionRequest) -> Result<Completion, StageEr
     let r = spin_sdk::llm::infer_with_options(spin_sdk::llm::InferencingModel::Other(&model), &prompt, options)
         .map_err(|e| error("model-error", format!("Spin llm interface: {e:?}")))?;
     Ok(Completion {
-        text: r.text,
+        text: mneme_llm::storable(&r.text),
         model,
         prompt_tokens: r.usage.prompt_token_count,
         completion_tokens: r.usage.generated_token_count,
@@ -98,6 +98,20 @@ impl Guest for Stage {
         ModelStatus { configured: c.configured(), primary: c.primary, light: c.light }
     }
 
+    async fn probe(timeout_ms: u32) -> Result<u32, StageError> {
+        thread_local! {
+            // (when, outcome) of the last probe: an instance serving many
+            // `/health` calls asks the endpoint at most every 5 s.
+            static LAST: std::cell::RefCell<Option<(Instant, Result<u32, StageError>)>> = const { std::cell::RefCell::new(None) };
+        }
+        if let Some(kept) = LAST.with_borrow(|l| l.clone().filter(|(at, _)| at.elapsed() < PROBE_KEPT)) {
+            return kept.1;
+        }
+        let outcome = probe_now(timeout_ms).await;
+        LAST.set(Some((Instant::now(), outcome.clone())));
+        outcome
+    }
+
     async fn complete(req: CompletionRequest) -> Result<Completion, StageError> {
         let c = config().await;
         if c.spin && c.configured() {
@@ -109,11 +123,7 @@ impl Guest for Stage {
             let resp =
                 spin_sdk::http::send(http).await.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?;
             let status = resp.status();
-            let bytes = resp
-                .into_body()
-                .bytes()
-                .await
-                .map_err(|e| error("model-error", format!("model endpoint body: {e:?}")))?;
+            let bytes = read_capped(resp.into_body().stream()).await?;
             if !status.is_success() {
                 return Err(status_error(status, &bytes));
             }
@@ -146,6 +156,50 @@ impl Guest for Stage {
         });
         (deltas_rx, outcome_rx)
     }
+}
+
+/// How long a probe's outcome is kept.
+const PROBE_KEPT: Duration = Duration::from_secs(5);
+
+/// The most of a model's answer read into memory.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+async fn probe_now(timeout_ms: u32) -> Result<u32, StageError> {
+    let c = config().await;
+    let Some(url) = c.url.filter(|_| !c.spin) else {
+        return Err(error("model-unavailable", "no model endpoint is configured"));
+    };
+    let models = format!("{}/models", url.trim_end_matches('/'));
+    let mut req = spin_sdk::http::Request::get(models);
+    if let Some(key) = c.key {
+        req = req.header("authorization", format!("Bearer {key}"));
+    }
+    let req = req.body(String::new()).map_err(|e| error("model-error", e.to_string()))?;
+    let started = Instant::now();
+    let resp = match select(Box::pin(spin_sdk::http::send(req)), Box::pin(sleep_ms(timeout_ms))).await {
+        Either::Left((r, _)) => r.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?,
+        Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
+    };
+    if resp.status().is_server_error() {
+        return Err(error("model-error", format!("model endpoint answered {}", resp.status())));
+    }
+    Ok(started.elapsed().as_millis() as u32)
+}
+
+/// Reads a body of at most [`MAX_ANSWER_BYTES`].
+async fn read_capped<C: AsRef<[u8]>, E: std::fmt::Debug>(
+    mut stream: impl futures::Stream<Item = Result<C, E>> + Unpin,
+) -> Result<Vec<u8>, StageError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        bytes.extend_from_slice(
+            chunk.map_err(|e| error("model-error", format!("model endpoint body: {e:?}")))?.as_ref(),
+        );
+        if bytes.len() > MAX_ANSWER_BYTES {
+            return Err(error("model-error", format!("the model's answer ran past {MAX_ANSWER_BYTES} bytes")));
+        }
+    }
+    Ok(bytes)
 }
 
 fn sleep_ms(ms: u32) -> impl std::future::Future<Output = ()> {
@@ -221,12 +275,8 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    let mut body = resp.into_body().stream();
     if !status.is_success() || !is_sse {
-        let mut bytes = Vec::new();
-        while let Some(chunk) = body.next().await {
-            bytes.extend_from_slice(&chunk.map_err(|e| error("model-error", format!("model endpoint body: {e:?}")))?);
-        }
+        let bytes = read_capped(resp.into_body().stream()).await?;
         if !status.is_success() {
             return Err(status_error(status, &bytes));
         }
@@ -242,6 +292,7 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
             took_ms: started.elapsed().as_millis() as u32,
         });
     }
+    let mut body = resp.into_body().stream();
     let mut parser = StreamParser::new();
     let mut text = String::new();
     let mut pieces = 0u32;

@@ -46,6 +46,10 @@ impl Guest for Stage {
         run(&request, async |_: serde_json::Value| m::delete_all().await).await.map_err(err)
     }
 
+    async fn latest_event_id() -> Result<i64, StageError> {
+        m::latest_event_id().await.map_err(err)
+    }
+
     async fn events_after(request: String) -> Result<String, StageError> {
         run(&request, m::events_after).await.map_err(err)
     }

@@ -10,32 +10,96 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::mneme::store::store::{AppliedMigration, Guest, StoreHealth};
+use exports::mneme::store::store::{AppliedMigration, Dependency, Guest, StoreHealth};
 use mneme::types::types::StageError;
 use mneme_store::{StoreError, Stores, Value, migrate};
 
 struct Stage;
+
+/// `future`'s outcome and how long it took, in microseconds.
+async fn timed<T>(future: impl std::future::Future<Output = T>) -> (T, u64) {
+    let started = std::time::Instant::now();
+    let out = future.await;
+    (out, started.elapsed().as_micros() as u64)
+}
+
+/// What a health check says of a failure on an open endpoint: `timeout`, or
+/// the store's error code; the detail goes to the log, not the answer.
+fn failure(e: StoreError) -> String {
+    eprintln!("health: {}: {}", e.code, e.message);
+    if e.code == "store-unavailable" && e.message.contains("did not answer within") {
+        "timeout".into()
+    } else {
+        e.code.into()
+    }
+}
 
 fn stage_error(e: StoreError) -> StageError {
     StageError { code: e.code.to_string(), message: e.message }
 }
 
 impl Guest for Stage {
-    async fn health() -> Result<StoreHealth, StageError> {
-        let stores = Stores::open().await.map_err(stage_error)?;
-        let level = migrate::level(&stores.sql).await.map_err(stage_error)?;
-        Ok(StoreHealth {
-            sql_kind: stores.sql.kind().as_str().into(),
-            kv_kind: stores.kv.kind().as_str().into(),
-            migration_level: level,
-            migration_latest: migrate::latest(&stores.sql),
-        })
+    async fn health(deadline_ms: u32) -> StoreHealth {
+        let limit = std::time::Duration::from_millis(u64::from(deadline_ms.max(1)));
+        let sql_check = timed(mneme_store::sql::within(limit, "the SQL store", async {
+            let sql = mneme_store::open_sql().await?;
+            let level = migrate::level(&sql).await?;
+            Ok((level, migrate::latest(&sql)))
+        }));
+        let kv_check = timed(mneme_store::sql::within(limit, "the key-value store", async {
+            let kv = mneme_store::open_kv().await?;
+            kv.get("health:probe").await?;
+            Ok(())
+        }));
+        let ((sql, sql_us), (kv, kv_us)) = futures::join!(sql_check, kv_check);
+        let kinds = mneme_store::configured_kinds().await;
+        let (migration_level, migration_latest) = match &sql {
+            Ok(levels) => *levels,
+            Err(_) => (0, migrate::shipped_latest(kinds.0)),
+        };
+        StoreHealth {
+            sql: Dependency { kind: kinds.0.as_str().into(), failure: sql.err().map(failure), took_us: sql_us },
+            kv: Dependency { kind: kinds.1.as_str().into(), failure: kv.err().map(failure), took_us: kv_us },
+            migration_level,
+            migration_latest,
+        }
     }
 
     async fn migrate() -> Result<Vec<AppliedMigration>, StageError> {
         let stores = Stores::open().await.map_err(stage_error)?;
         let applied = migrate::migrate(&stores.sql, mneme_store::kv::now_ms()).await.map_err(stage_error)?;
         Ok(applied.into_iter().map(|(version, name)| AppliedMigration { version, name }).collect())
+    }
+
+    async fn count_failures(key: String, add: u32, window_ms: u64, now_ms: u64) -> Result<(u32, u64), StageError> {
+        let sql = mneme_store::open_sql().await.map_err(stage_error)?;
+        let now = Value::Int(now_ms as i64);
+        let rows = if add == 0 {
+            sql.query(
+                "SELECT failures, window_end_ms FROM auth_failures WHERE client = $1 AND window_end_ms > $2",
+                &[key.as_str().into(), now],
+            )
+            .await
+        } else {
+            // One statement, so concurrent failures are all counted; a row
+            // whose window ended starts a new one.
+            sql.query(
+                "INSERT INTO auth_failures (client, failures, window_end_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (client) DO UPDATE SET \
+                 failures = CASE WHEN auth_failures.window_end_ms <= $4 THEN excluded.failures \
+                                 ELSE auth_failures.failures + excluded.failures END, \
+                 window_end_ms = CASE WHEN auth_failures.window_end_ms <= $4 THEN excluded.window_end_ms \
+                                      ELSE auth_failures.window_end_ms END \
+                 RETURNING failures, window_end_ms",
+                &[key.as_str().into(), Value::Int(i64::from(add)), Value::Int((now_ms + window_ms) as i64), now],
+            )
+            .await
+        }
+        .map_err(stage_error)?;
+        let Some(row) = rows.first() else { return Ok((0, 0)) };
+        let count = row.i64("failures").map_err(stage_error)?;
+        let end = row.i64("window_end_ms").map_err(stage_error)?;
+        Ok((count.clamp(0, i64::from(u32::MAX)) as u32, end.max(0) as u64))
     }
 
     async fn heartbeat(job: String, at_ms: u64) -> Result<u64, StageError> {

@@ -8,6 +8,7 @@
 
 pub mod session;
 pub mod sse;
+pub mod throttle;
 
 use http::{HeaderMap, Response, StatusCode, header};
 use serde::Serialize;
@@ -32,11 +33,13 @@ pub struct ApiError {
     pub message: String,
     /// The `Allow` header of a 405.
     pub allow: Option<String>,
+    /// The `Retry-After` header (seconds) of a 429 or 503.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { status, code: code.into(), message: message.into(), allow: None }
+        Self { status, code: code.into(), message: message.into(), allow: None, retry_after: None }
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -82,6 +85,9 @@ impl ApiError {
         if let Some(allow) = self.allow.as_deref().and_then(|a| http::HeaderValue::from_str(a).ok()) {
             r.headers_mut().insert(header::ALLOW, allow);
         }
+        if let Some(s) = self.retry_after {
+            r.headers_mut().insert(header::RETRY_AFTER, s.into());
+        }
         r
     }
 }
@@ -95,18 +101,74 @@ pub fn new_id() -> String {
 }
 
 /// Parses a JSON request body into `T`, with the 400 a caller can act on:
-/// `invalid-utf8`, `invalid-json` (with serde's line and column) or
-/// `invalid` (the right JSON with a wrong or missing field).
+/// `invalid-utf8`, `invalid-json` (with serde's line and column; nesting
+/// deeper than 128 is refused by the parser) or `invalid` (the right JSON
+/// with a wrong or missing field, or a string the store cannot keep).
 pub fn parse_json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let text = std::str::from_utf8(body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-utf8", format!("the body is not UTF-8: {e}")))?;
     if text.trim().is_empty() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid-json", "the body is empty; send a JSON object"));
     }
-    serde_json::from_str(text).map_err(|e| {
-        let code = if e.is_data() { "invalid" } else { "invalid-json" };
-        ApiError::new(StatusCode::BAD_REQUEST, code, e.to_string())
-    })
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-json", e.to_string()))?;
+    refuse_nul(&value, &mut String::new())?;
+    serde_json::from_value(value).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid", e.to_string()))
+}
+
+/// The one rule for text the stores cannot keep (D-F21): U+0000 (NUL),
+/// which PostgreSQL refuses in text and JSON, is refused in every string and
+/// key of a request, with a 400 that names the field (`messages[2].text`).
+fn refuse_nul(v: &serde_json::Value, path: &mut String) -> Result<(), ApiError> {
+    use serde_json::Value as V;
+    let here = |path: &str| if path.is_empty() { "the body".to_string() } else { format!("`{path}`") };
+    match v {
+        V::String(s) if s.contains('\0') => Err(nul_error(&here(path))),
+        V::Array(items) => items.iter().enumerate().try_for_each(|(i, item)| {
+            let len = path.len();
+            path.push_str(&format!("[{i}]"));
+            let r = refuse_nul(item, path);
+            path.truncate(len);
+            r
+        }),
+        V::Object(map) => map.iter().try_for_each(|(k, item)| {
+            let len = path.len();
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(k);
+            if k.contains('\0') {
+                return Err(nul_error(&format!("a key of {}", here(&path[..len]))));
+            }
+            let r = refuse_nul(item, path);
+            path.truncate(len);
+            r
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn nul_error(field: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid",
+        format!("{field} contains U+0000 (NUL), which Mneme does not store; remove it"),
+    )
+}
+
+/// Decodes a query string (`application/x-www-form-urlencoded`: `+` is a
+/// space, `%XX` a byte, invalid UTF-8 replaced) into its parameters; the
+/// last value of a repeated name wins. A NUL in a name or value is a 400
+/// naming the parameter, as in a body.
+pub fn parse_query(q: &str) -> Result<std::collections::HashMap<String, String>, ApiError> {
+    let mut out = std::collections::HashMap::new();
+    for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+        if k.contains('\0') || v.contains('\0') {
+            return Err(nul_error(&format!("the query parameter `{}`", k.replace('\0', "\\0"))));
+        }
+        out.insert(k.into_owned(), v.into_owned());
+    }
+    Ok(out)
 }
 
 /// A JSON response with `status`.
@@ -125,13 +187,17 @@ fn json_body(status: StatusCode, body: String) -> Response<String> {
         .expect("static response parts are valid")
 }
 
-/// Compares two secrets without an early exit on the first differing byte.
+/// Compares two secrets in time that depends only on their lengths.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
-    for i in 0..a.len().max(b.len()) {
-        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme is
+/// matched without regard to case (RFC 9110, 11.1).
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 /// Checks `Authorization: Bearer <secret>` against the configured secret.
@@ -146,11 +212,8 @@ pub fn require_bearer(headers: &HeaderMap, configured: Option<&str>, variable: &
             format!("the Spin variable `{variable}` is not set, so this endpoint is closed"),
         )
     })?;
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
+    let given =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token).ok_or_else(|| {
             ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "send `Authorization: Bearer <token>`")
         })?;
     if constant_time_eq(given.trim().as_bytes(), expected.as_bytes()) {
@@ -232,6 +295,9 @@ mod tests {
     fn bearer_rules_by_case() {
         let cases: &[(Option<&str>, Option<&str>, Option<u16>)] = &[
             (Some("Bearer k"), Some("k"), None),
+            (Some("bearer k"), Some("k"), None),
+            (Some("BEARER k"), Some("k"), None),
+            (Some("Bearerk"), Some("k"), Some(401)),
             (Some("Bearer k"), None, Some(503)),
             (Some("Bearer k"), Some("  "), Some(503)),
             (None, Some("k"), Some(401)),
@@ -267,6 +333,7 @@ mod tests {
             (b"{not json", Some("invalid-json")),
             (br#"{"text": 5}"#, Some("invalid")),
             (br#"{}"#, Some("invalid")),
+            (br#"{"text":"a\u0000b"}"#, Some("invalid")),
         ];
         for (body, want) in cases {
             let got = parse_json_body::<Chat>(body).err().map(|e| {
@@ -275,6 +342,41 @@ mod tests {
             });
             assert_eq!(got.as_deref(), *want, "body {:?}", String::from_utf8_lossy(body));
         }
+    }
+
+    #[test]
+    fn a_nul_anywhere_in_a_body_is_refused_naming_its_field() {
+        let field = |body: &str| {
+            let e = parse_json_body::<serde_json::Value>(body.as_bytes()).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.code.as_str()), (400, "invalid"), "{body}");
+            e.message
+        };
+        assert!(field(r#"{"text":"a\u0000b"}"#).starts_with("`text` contains U+0000"));
+        assert!(field(r#"{"a":{"b":[1,"x","\u0000"]}}"#).starts_with("`a.b[2]` contains"));
+        assert!(field(r#""\u0000""#).starts_with("the body contains"));
+        assert!(field(r#"{"a":{"k\u0000":1}}"#).starts_with("a key of `a` contains"));
+        assert!(parse_json_body::<serde_json::Value>(br#"{"text":"a\\u0000b \u0001"}"#).is_ok());
+    }
+
+    #[test]
+    fn deep_nesting_is_a_400_not_a_stack_overflow() {
+        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+        let e = parse_json_body::<serde_json::Value>(deep.as_bytes()).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (400, "invalid-json"));
+    }
+
+    #[test]
+    fn queries_decode_as_forms_and_refuse_nul() {
+        let q = parse_query("a=1&b=x+y&c=%41%2B1&a=2&d&e=%ff").unwrap();
+        assert_eq!(q["a"], "2");
+        assert_eq!(q["b"], "x y");
+        assert_eq!(q["c"], "A+1");
+        assert_eq!(q["d"], "");
+        assert_eq!(q["e"], "\u{fffd}");
+        assert_eq!(parse_query("x=%+1").unwrap()["x"], "% 1", "`%+1` is not a byte");
+        let e = parse_query("thread_id=%00").unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(e.message.contains("`thread_id`"), "{}", e.message);
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub fn authenticate(
     // A bearer header is checked alone; any other Authorization scheme (a
     // proxy's Basic credentials, say) leaves the cookie to decide.
     let bearer =
-        headers.get_all(header::AUTHORIZATION).iter().any(|v| v.to_str().is_ok_and(|v| v.starts_with("Bearer ")));
+        headers.get_all(header::AUTHORIZATION).iter().any(|v| v.to_str().ok().and_then(crate::bearer_token).is_some());
     if bearer {
         return require_bearer(headers, configured, "api_key").map(|()| Principal::Bearer);
     }

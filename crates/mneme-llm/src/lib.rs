@@ -88,6 +88,13 @@ pub enum WireError {
     Endpoint(String),
 }
 
+/// A model's text as Mneme keeps it: without U+0000, which the stores
+/// cannot hold (D-F21). A request carrying one is refused; a model's answer
+/// is not the principal's fault, so the character is dropped instead.
+pub fn storable(text: &str) -> String {
+    text.replace('\0', "")
+}
+
 /// Decodes a chat-completions response body.
 pub fn parse_answer(body: &[u8]) -> Result<ChatAnswer, WireError> {
     let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| WireError::BadJson(e.to_string()))?;
@@ -96,8 +103,7 @@ pub fn parse_answer(body: &[u8]) -> Result<ChatAnswer, WireError> {
         return Err(WireError::Endpoint(msg));
     }
     let choice = v.get("choices").and_then(|c| c.get(0)).ok_or(WireError::NoChoices)?;
-    let text =
-        choice["message"]["content"].as_str().or_else(|| choice["text"].as_str()).unwrap_or_default().to_string();
+    let text = storable(choice["message"]["content"].as_str().or_else(|| choice["text"].as_str()).unwrap_or_default());
     let tokens = |k: &str| v["usage"][k].as_u64().unwrap_or(0) as u32;
     Ok(ChatAnswer {
         text,

@@ -13,6 +13,9 @@ pub enum StreamEvent {
     Error(String),
 }
 
+/// The longest line the parser holds while waiting for its end.
+pub const MAX_LINE: usize = 1 << 20;
+
 #[derive(Debug, Default)]
 pub struct StreamParser {
     buf: Vec<u8>,
@@ -29,7 +32,8 @@ impl StreamParser {
         self.done
     }
 
-    /// Adds `bytes`; returns every event they complete.
+    /// Adds `bytes`; returns every event they complete. A line longer than
+    /// [`MAX_LINE`] bytes is dropped with an error event.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
         self.buf.extend_from_slice(bytes);
         let mut out = Vec::new();
@@ -54,9 +58,17 @@ impl StreamParser {
                 ));
                 continue;
             }
-            if let Some(delta) = v["choices"][0]["delta"]["content"].as_str().filter(|d| !d.is_empty()) {
-                out.push(StreamEvent::Delta(delta.to_string()));
+            if let Some(delta) =
+                v["choices"][0]["delta"]["content"].as_str().map(crate::storable).filter(|d| !d.is_empty())
+            {
+                out.push(StreamEvent::Delta(delta));
             }
+        }
+        if self.buf.len() > MAX_LINE {
+            // A line this long is not an event stream; its bytes are dropped
+            // so a misbehaving endpoint cannot grow the buffer without end.
+            self.buf.clear();
+            out.push(StreamEvent::Error(format!("a stream line ran past {MAX_LINE} bytes")));
         }
         out
     }
@@ -68,6 +80,16 @@ mod tests {
 
     fn event(text: &str) -> String {
         format!("data: {}\n\n", serde_json::json!({"choices": [{"delta": {"content": text}}]}))
+    }
+
+    #[test]
+    fn nul_is_dropped_and_endless_lines_are_cut() {
+        let mut p = StreamParser::new();
+        assert_eq!(p.feed(event("a\0b").as_bytes()), vec![StreamEvent::Delta("ab".into())]);
+        assert_eq!(p.feed(event("\0").as_bytes()), vec![], "a delta of NUL alone is no delta");
+        let out = p.feed(&vec![b'x'; MAX_LINE + 1]);
+        assert!(matches!(out.as_slice(), [StreamEvent::Error(_)]), "{out:?}");
+        assert_eq!(p.feed(event("ok").as_bytes()), vec![StreamEvent::Delta("ok".into())], "the parser recovers");
     }
 
     #[test]

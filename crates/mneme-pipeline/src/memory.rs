@@ -402,24 +402,28 @@ pub struct EventsRequest {
     pub limit: u32,
 }
 
+/// The id of the newest event, 0 when there is none.
+pub async fn latest_event_id() -> Result<i64> {
+    let sql = mneme_store::open_sql().await?;
+    let rows = sql.query("SELECT COALESCE(MAX(id), 0) AS id FROM events", &[]).await?;
+    Ok(rows.first().map(|r| r.i64("id")).transpose()?.unwrap_or(0))
+}
+
 /// Events oldest first: those after `after_id`, or the newest `limit`
-/// since `since_ms` when no id is given.
+/// since `since_ms` when no id is given. Reads SQL only.
 pub async fn events_after(req: EventsRequest) -> Result<J> {
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let limit = Value::Int(req.limit.clamp(1, 500) as i64);
     let mut rows = match req.after_id {
         Some(id) => {
-            stores
-                .sql
-                .query(
-                    "SELECT id, type, payload, created_ms FROM events WHERE id > $1 ORDER BY id LIMIT $2",
-                    &[Value::Int(id), limit],
-                )
-                .await?
+            sql.query(
+                "SELECT id, type, payload, created_ms FROM events WHERE id > $1 ORDER BY id LIMIT $2",
+                &[Value::Int(id), limit],
+            )
+            .await?
         }
         None => {
-            let mut r = stores
-                .sql
+            let mut r = sql
                 .query(
                     "SELECT id, type, payload, created_ms FROM events WHERE created_ms >= $1 ORDER BY id DESC LIMIT $2",
                     &[Value::Int(req.since_ms as i64), limit],

@@ -205,6 +205,9 @@ pub struct ReflectBeginRequest {
     pub seed: u64,
 }
 
+/// How long after the last routed message the conversation counts as over.
+const CONVERSATION_QUIET_MS: i64 = 5 * 60 * 1000;
+
 /// Claims a reflection batch when every queue is idle and 30 minutes have
 /// passed since the last: up to 5 unreflected decisions of the newest 50,
 /// stratified, with what the model reads of each.
@@ -215,12 +218,19 @@ pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
     let busy = sql
         .query(
             "SELECT (SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')) + \
-             (SELECT count(*) FROM knowledge_jobs WHERE status IN ('queued', 'running')) AS n",
-            &[],
+             (SELECT count(*) FROM knowledge_jobs WHERE status IN ('queued', 'running')) AS n, \
+             (SELECT count(*) FROM (SELECT 1 FROM routing_decisions WHERE id = (SELECT MAX(id) FROM routing_decisions) \
+                                    AND created_ms > $1) recent) AS talking",
+            &[Value::Int(now - CONVERSATION_QUIET_MS)],
         )
         .await?;
     if busy.first().map(|b| b.i64("n")).transpose()?.unwrap_or(0) > 0 {
         return Ok(json!({"due": false, "reason": "queues busy"}));
+    }
+    // The strong model serves the principal first: no review while they
+    // are in conversation (D-B7).
+    if busy.first().map(|b| b.i64("talking")).transpose()?.unwrap_or(0) > 0 {
+        return Ok(json!({"due": false, "reason": "in conversation"}));
     }
     let claim = random_hex(8);
     if let Err(not_due) = crate::schedule::claim(sql, REFLECTION, &claim, now, r.lease_ms as i64).await? {

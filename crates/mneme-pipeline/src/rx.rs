@@ -12,7 +12,7 @@
 use crate::{Fail, Result, Stores, as_store_error, json_text, new_id, random_hex};
 use mneme_knowledge::entry::{format_date, timestamp};
 use mneme_rx::artifact;
-use mneme_rx::door::{Door, SignalSource, Store, parse_instant, valid_name};
+use mneme_rx::door::{Door, SignalSource, Store, observation_time, valid_name};
 use mneme_rx::lifecycle::{self, Disposition, Status};
 use mneme_rx::signals::{self, Acute, AuxRow, Component, Dedup, Prior, Signals};
 use mneme_store::{Echo, Piece, Row, Sql, StoreError, Value};
@@ -152,14 +152,7 @@ pub async fn observe(r: Observe) -> Result<J> {
             return Err(at("`kind` is required".into()));
         };
         let (data, key) = door.observation(kind, item).map_err(at)?;
-        let at_ms = match item.get("at") {
-            None | Some(J::Null) => r.now_ms,
-            Some(J::Number(n)) if n.as_i64().is_some_and(|v| v > 0) => n.as_i64().unwrap_or(r.now_ms),
-            Some(J::String(s)) => {
-                parse_instant(s).ok_or_else(|| at(format!("`at` `{s}` is not a date or an RFC 3339 time")))?
-            }
-            Some(_) => return Err(at("`at` is epoch milliseconds or an RFC 3339 time".into())),
-        };
+        let at_ms = observation_time(item.get("at"), r.now_ms).map_err(at)?;
         rows.push((format!("ob-{}", random_hex(8)), kind.to_string(), key, at_ms, json_text(&data)));
     }
     sql.transaction(async |sql: &Sql| {

@@ -310,6 +310,10 @@ pub struct TakeRequest {
     /// The stream stops waiting: the reply goes to `/events` unless it is
     /// already here.
     pub give_up: bool,
+    /// The client went away: the reply goes to `/events` even when it is
+    /// already here, since nobody would read it on the stream.
+    #[serde(default)]
+    pub gone: bool,
 }
 
 /// The `/chat` side of the hand-over: `{state: pending}` while the worker
@@ -318,6 +322,28 @@ pub struct TakeRequest {
 pub async fn take(r: TakeRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
+    if r.gone {
+        // One transaction: a reply already here is published now; one still
+        // being worked on is marked so the worker publishes it when done.
+        memory::publishing(sql, async |sql: &Sql| {
+            let rows = sql
+                .query(
+                    "UPDATE jobs SET delivery = 'events' WHERE id = $1 AND delivery IS NULL RETURNING status, result",
+                    &[r.job_id.into()],
+                )
+                .await?;
+            if let Some(row) = rows.first()
+                && matches!(row.text("status")?.as_str(), "done" | "failed")
+            {
+                let result: J = row.opt_text("result")?.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(J::Null);
+                publish_if_unclaimed(sql, r.job_id, &result, mneme_store::kv::now_ms()).await?;
+            }
+            Ok(())
+        })
+        .await?;
+        let _ = stores.kv.delete(&pending_key(&r.request_id)).await;
+        return Ok(json!({"state": "events"}));
+    }
     // One statement each, so a worker finishing at the same moment is
     // either seen as done (the stream delivers) or sees `events` (it does).
     let rows = if r.give_up {

@@ -1,10 +1,10 @@
 //! A loaded application: manifest, services and one pre-instantiated
 //! component per HTTP component, ready to serve requests.
 //!
-//! Every request gets a fresh instance (Spin's model) from a
-//! pre-instantiated component on the pooling allocator, with a memory cap and
-//! an epoch deadline. A trap answers 500 with the request id, and the app
-//! keeps serving. Compiled components are cached on disk, keyed by the
+//! Requests reach live instances of a pre-instantiated component on the
+//! pooling allocator, reused as Spin reuses them (`instance.rs`), each with
+//! a memory cap. A trap answers 500 with the request id, and the app keeps
+//! serving. Compiled components are cached on disk, keyed by the
 //! composed bytes and the engine's configuration, so a restart skips
 //! compilation.
 
@@ -19,47 +19,88 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
-};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, StoreLimits};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::WasiHttpCtx;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 use wasmtime_wasi_http::p3::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::p3::{WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
+use crate::budget::{Budget, Need, Shared, Totals};
 use crate::host::{self, Capabilities, Services, Spin, SpinCtx, SpinView};
+use crate::instance::{Instances, Ticket};
 use crate::manifest::{Component as ManifestComponent, FileMount, Manifest};
 use crate::outbound::AllowedHosts;
 use crate::routes::Router;
 use crate::runtime_config::{KvBackend, RuntimeConfig};
 use crate::variables::AppVariables;
+use wasmtime_wasi_http::handler::{ExpirationError, InstantiationError, ProxyHandler};
 
 pub type Body = UnsyncBoxBody<Bytes, anyhow::Error>;
 
-/// Limits applied to each request's instance.
+/// Limits applied to each instance and request.
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub memory_bytes: usize,
-    pub timeout: Duration,
     pub max_body_bytes: usize,
+    pub reuse: Reuse,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { memory_bytes: 256 << 20, timeout: Duration::from_secs(420), max_body_bytes: 4 << 20 }
+        Self { memory_bytes: 256 << 20, max_body_bytes: 4 << 20, reuse: Reuse::default() }
+    }
+}
+
+/// How instances are reused across requests: `spin up`'s flags of the same
+/// names, with Spin 4.1's defaults for `wasi:http@0.3` components (128
+/// requests, 16 at once, 1 s idle). A range draws a value per instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Reuse {
+    pub max_requests: Range<usize>,
+    pub max_concurrent: Range<usize>,
+    pub idle_timeout: Range<Duration>,
+    pub request_timeout: Range<Duration>,
+}
+
+impl Default for Reuse {
+    fn default() -> Self {
+        Self {
+            max_requests: Range::Value(128),
+            max_concurrent: Range::Value(16),
+            idle_timeout: Range::Value(Duration::from_secs(1)),
+            request_timeout: Range::Value(Duration::from_secs(420)),
+        }
+    }
+}
+
+/// A value, or a half-open range to draw one from (Spin's `1..8`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Range<T> {
+    Value(T),
+    Bounds(T, T),
+}
+
+impl<T: rand::distr::uniform::SampleUniform + PartialOrd + Copy> Range<T> {
+    pub fn draw(self) -> T {
+        match self {
+            Range::Value(v) => v,
+            Range::Bounds(a, b) if a < b => rand::random_range(a..b),
+            Range::Bounds(a, _) => a,
+        }
     }
 }
 
 /// Store data of one instance.
 pub struct Data {
-    table: ResourceTable,
-    wasi: WasiCtx,
-    http: WasiHttpCtx,
-    hooks: OutboundHttp,
-    spin: SpinCtx,
-    limits: StoreLimits,
-    deny_hooks: DenyAllHttp,
+    pub(crate) table: ResourceTable,
+    pub(crate) wasi: WasiCtx,
+    pub(crate) http: WasiHttpCtx,
+    pub(crate) hooks: OutboundHttp,
+    pub(crate) spin: SpinCtx,
+    pub(crate) limits: StoreLimits,
+    pub(crate) deny_hooks: DenyAllHttp,
+    pub(crate) worker: crate::instance::Worker,
 }
 
 impl Data {
@@ -74,7 +115,7 @@ impl Data {
 }
 
 /// Refuses every outbound request.
-struct DenyAllHttp;
+pub(crate) struct DenyAllHttp;
 
 impl WasiHttpHooks for DenyAllHttp {
     fn send_request(
@@ -100,8 +141,8 @@ impl WasiHttpView for Data {
 }
 
 /// `wasi:http` outbound requests, checked against `allowed_outbound_hosts`.
-struct OutboundHttp {
-    caps: Arc<Capabilities>,
+pub(crate) struct OutboundHttp {
+    pub(crate) caps: Arc<Capabilities>,
 }
 
 type SendFuture = Box<
@@ -141,22 +182,13 @@ impl WasiHttpHooks for OutboundHttp {
     }
 }
 
-/// One HTTP component, compiled and linked.
-struct Prepared {
-    pre: ServicePre<Data>,
-    caps: Arc<Capabilities>,
-    env: Vec<(String, String)>,
-    files: Vec<(PathBuf, String)>,
-}
-
 pub struct App {
     pub manifest: Manifest,
     pub router: Router,
     pub variables: AppVariables,
     pub limits: Limits,
     engine: Engine,
-    services: Arc<Services>,
-    components: HashMap<String, Prepared>,
+    handlers: HashMap<String, ProxyHandler<Instances>>,
 }
 
 /// Options for [`App::load`].
@@ -167,31 +199,49 @@ pub struct LoadOptions {
     pub limits: Limits,
 }
 
-fn engine() -> Result<Engine> {
+/// The engine, with Spin's pooling limits and the environment variables
+/// Spin reads to change them (`SPIN_MAX_INSTANCE_COUNT`,
+/// `SPIN_WASMTIME_TOTAL_MEMORIES`, …), so a deployment sized for one is
+/// sized for the other (docs/DECISIONS.md, D-F17).
+fn engine(pool: PoolingAllocationConfig) -> Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model_async(true);
     config.epoch_interruption(true);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Ok(Engine::new(&config)?)
+}
+
+/// Spin 4.1's defaults (`crates/core`): 1,000 instances, memories and
+/// stacks, 2,000 tables and 4,000 core instances in all; per component at
+/// most 32 memories, 64 tables and 200 core instances. Returns the totals
+/// admission shares out (`budget.rs`).
+pub(crate) fn pool_config(var: &dyn Fn(&str) -> Option<String>) -> (PoolingAllocationConfig, Totals) {
+    let n = |name: &str, default: u32| var(name).and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(default);
+    let instances = n("SPIN_MAX_INSTANCE_COUNT", 1_000);
+    let totals = Totals {
+        memories: i64::from(n("SPIN_WASMTIME_TOTAL_MEMORIES", instances)),
+        tables: i64::from(n("SPIN_WASMTIME_TOTAL_TABLES", 2 * instances)),
+    };
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(512)
-        .total_core_instances(4096)
-        .total_memories(2048)
-        .total_tables(2048)
-        .max_memories_per_component(32)
-        .max_tables_per_component(32)
-        .max_core_instances_per_component(64)
+    pool.total_component_instances(n("SPIN_WASMTIME_INSTANCE_COUNT", instances))
+        .total_memories(totals.memories as u32)
+        .total_tables(totals.tables as u32)
+        .total_stacks(n("SPIN_WASMTIME_TOTAL_STACKS", instances))
+        .total_core_instances(n("SPIN_WASMTIME_TOTAL_CORE_INSTANCES", 4 * instances))
+        .max_memories_per_component(n("SPIN_WASMTIME_INSTANCE_MEMORIES", 32))
+        .max_tables_per_component(n("SPIN_WASMTIME_INSTANCE_TABLES", 64))
+        .max_core_instances_per_component(n("SPIN_WASMTIME_CORE_INSTANCE_COUNT", 200))
         .max_memory_size(1 << 30)
-        .total_stacks(512)
         // Return memory to the OS in batches: each decommit is an madvise
         // that interrupts every core running the process (TLB shootdown).
         .decommit_batch_size(64)
-        // On Linux 6.7+, reset only the pages a request dirtied and keep them
-        // resident, instead of unmapping and faulting them back in.
         .pagemap_scan(wasmtime::Enabled::Auto)
-        .linear_memory_keep_resident(4 << 20)
-        .table_keep_resident(64 << 10)
-        .async_stack_keep_resident(256 << 10);
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Ok(Engine::new(&config)?)
+        // Instances are reused, so a new one is rare: keep no pages of a
+        // freed slot resident (Spin keeps 2 MiB), so memory taken by a burst
+        // goes back to the OS once it is over.
+        .linear_memory_keep_resident(n("SPIN_WASMTIME_LINEAR_MEMORY_KEEP_RESIDENT", 0) as usize)
+        .table_keep_resident(n("SPIN_WASMTIME_TABLE_KEEP_RESIDENT", 0) as usize);
+    (pool, totals)
 }
 
 impl App {
@@ -248,7 +298,8 @@ impl App {
             llm: host::llm::Llm::new(models_dir(&state_dir), runtime.llm.clone()),
         });
 
-        let engine = engine()?;
+        let (pool, totals) = pool_config(&|name| std::env::var(name).ok());
+        let engine = engine(pool)?;
         let mut linker = Linker::<Data>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi::p3::add_to_linker(&mut linker)?;
@@ -261,7 +312,8 @@ impl App {
         // Compiled components are cached beside the state; MNEME_CACHE_DIR
         // lets several state directories (the tests) share one cache.
         let cache = std::env::var_os("MNEME_CACHE_DIR").map_or_else(|| state_dir.join("mneme-cache"), PathBuf::from);
-        let mut components = HashMap::new();
+        let mut handlers = HashMap::new();
+        let mut prepared = Vec::new();
         let mut denied = std::collections::HashSet::new();
         let http_components: std::collections::BTreeSet<&String> = manifest.http.iter().map(|t| &t.component).collect();
         for id in http_components {
@@ -286,132 +338,113 @@ impl App {
             let caps = Arc::new(capabilities(c, &variables)?);
             let env = c.def.environment.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             let files = file_mounts(&manifest.dir, &c.def.files)?;
-            eprintln!("component {id} ready in {} ms", started.elapsed().as_millis());
-            components.insert(id.clone(), Prepared { pre, caps, env, files });
+            // Without a static count (a component that instantiates modules
+            // at run time), assume the per-component maximum.
+            let need = component.resources_required().map_or(Need { memories: 32, tables: 64 }, |r| Need {
+                memories: i64::from(r.num_memories),
+                tables: i64::from(r.num_tables),
+            });
+            eprintln!(
+                "component {id} ready in {} ms ({} memories, {} tables per instance)",
+                started.elapsed().as_millis(),
+                need.memories,
+                need.tables
+            );
+            prepared.push((crate::instance::Component { id: id.clone(), pre, caps, env, files }, need));
+        }
+        let needs: Vec<(&str, Need)> = prepared.iter().map(|(c, n)| (c.id.as_str(), *n)).collect();
+        let shared = Shared::new(totals, &needs)?;
+        for (component, need) in prepared {
+            let instances = Instances {
+                engine: engine.clone(),
+                services: services.clone(),
+                budget: Budget::new(need, shared.clone()),
+                component,
+                limits: opts.limits.clone(),
+            };
+            handlers.insert(instances.component.id.clone(), ProxyHandler::new(instances));
         }
 
-        Ok(Self { manifest, router, variables, limits: opts.limits, engine, services, components })
+        Ok(Self { manifest, router, variables, limits: opts.limits, engine, handlers })
     }
 
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
 
-    fn new_store(&self, p: &Prepared) -> Result<Store<Data>> {
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.inherit_stdout().inherit_stderr();
-        for (k, v) in &p.env {
-            wasi.env(k, v);
-        }
-        for (host_dir, guest) in &p.files {
-            wasi.preopened_dir(host_dir, guest, wasmtime_wasi::DirPerms::READ, wasmtime_wasi::FilePerms::READ)?;
-        }
-        let data = Data {
-            table: ResourceTable::new(),
-            wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
-            hooks: OutboundHttp { caps: p.caps.clone() },
-            spin: SpinCtx { caps: p.caps.clone(), services: self.services.clone() },
-            limits: StoreLimitsBuilder::new().memory_size(self.limits.memory_bytes).instances(256).build(),
-            deny_hooks: DenyAllHttp,
-        };
-        let mut store = Store::new(&self.engine, data);
-        store.limiter(|d| &mut d.limits);
-        store.set_epoch_deadline((self.limits.timeout.as_millis() / crate::EPOCH_TICK.as_millis()).max(1) as u64);
-        store.epoch_deadline_trap();
-        Ok(store)
-    }
-
     /// Runs `component` on `req`. The response head arrives when the guest
     /// returns it; its body streams as the guest writes it.
     pub async fn call(
-        self: &Arc<Self>,
+        &self,
         component: &str,
         req: http::Request<http_body_util::Full<Bytes>>,
-    ) -> Result<http::Response<Body>> {
-        let p = self.components.get(component).with_context(|| format!("no HTTP component `{component}`"))?;
-        let mut store = self.new_store(p)?;
-        let pre = p.pre.clone();
-        let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<http::Response<Body>>>();
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let head_tx = std::sync::Mutex::new(Some(head_tx));
-            let send = |r: Result<http::Response<Body>>| {
-                if let Some(tx) = head_tx.lock().unwrap().take() {
-                    let _ = tx.send(r);
+        id: &str,
+    ) -> Result<http::Response<Body>, CallError> {
+        let handler = self
+            .handlers
+            .get(component)
+            .ok_or_else(|| CallError::Failed(format!("no HTTP component `{component}`")))?;
+        let ticket = Arc::new(Ticket { id: id.to_string(), ..Default::default() });
+        let mut req = req.map(|b| b.map_err(|e: std::convert::Infallible| match e {}).boxed_unsync());
+        // When no instance can be made (the pool is in use), a live one
+        // usually has room a moment later: try again for a while, then 503.
+        let give_up = Instant::now() + CAPACITY_WAIT;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let e = match handler.handle(ticket.clone(), req).await {
+                Ok(resp) => {
+                    let mut resp = resp.map(|b| b.map_err(anyhow::Error::from).boxed_unsync());
+                    let inst = ticket.instantiation.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    resp.extensions_mut().insert(Instantiation(inst));
+                    return Ok(resp);
                 }
+                Err(e) => e,
             };
-            let outcome = async {
-                let instantiating = Instant::now();
-                let service = pre.instantiate_async(&mut store).await?;
-                let instantiated = Instantiation(instantiating.elapsed());
-                store
-                    .run_concurrent(async |accessor| -> Result<()> {
-                        let (request, request_io) = wasmtime_wasi_http::p3::Request::from_http(
-                            req.map(|b| b.map_err(|e| -> ErrorCode { match e {} })),
-                        );
-                        let response = match service.handle(accessor, request).await? {
-                            Ok(r) => r,
-                            Err(code) => bail!("the component answered with error code {code:?}"),
-                        };
-                        let response = accessor.with(|access| response.into_http(access, request_io))?;
-                        let mut response = response.map(|b| {
-                            DoneBody {
-                                inner: b.map_err(|e| anyhow::anyhow!("{e:?}")).boxed_unsync(),
-                                done: Some(done_tx),
-                            }
-                            .boxed_unsync()
-                        });
-                        response.extensions_mut().insert(instantiated);
-                        send(Ok(response));
-                        let _ = done_rx.await;
-                        Ok(())
-                    })
-                    .await?
-            }
-            .await;
-            if let Err(e) = outcome {
-                send(Err(e));
-            }
-        });
-        head_rx.await.unwrap_or_else(|_| Err(anyhow::anyhow!("the instance ended without a response")))
-    }
-}
-
-/// How long instantiating the component took, carried on the response for the log.
-#[derive(Debug, Clone, Copy)]
-pub struct Instantiation(pub Duration);
-
-/// A body that signals when it has been read to the end or dropped, so the
-/// instance that produces it stays alive exactly as long as needed.
-struct DoneBody {
-    inner: Body,
-    done: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl http_body::Body for DoneBody {
-    type Data = Bytes;
-    type Error = anyhow::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, anyhow::Error>>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
-        if let std::task::Poll::Ready(None | Some(Err(_))) = &r {
-            self.done.take().map(|d| d.send(()));
+            let e = match e.downcast::<InstantiationError<Arc<Ticket>>>() {
+                Ok(refused) if at_capacity(&refused.error) => {
+                    if Instant::now() + pause > give_up {
+                        return Err(CallError::NoCapacity(refused.error.to_string()));
+                    }
+                    req = refused.request.into_inner().unwrap_or_else(|p| p.into_inner());
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                    continue;
+                }
+                Ok(failed) => return Err(CallError::Failed(format!("instantiating: {:?}", failed.error))),
+                Err(e) => e,
+            };
+            return Err(if e.is::<ExpirationError>() {
+                CallError::TimedOut
+            } else {
+                CallError::Failed(format!("{e:?}"))
+            });
         }
-        r
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
+
+/// How long a request waits for room in the instance pool before its 503.
+const CAPACITY_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether making an instance failed only because the pool is in use.
+fn at_capacity(e: &wasmtime::Error) -> bool {
+    e.is::<crate::budget::AtCapacity>() || e.is::<wasmtime::PoolConcurrencyLimitError>()
+}
+
+/// Why a request got no answer from its component.
+#[derive(Debug)]
+pub enum CallError {
+    /// No instance could be made: the pool is full (or memory ran out).
+    NoCapacity(String),
+    /// The request ran past `--request-timeout`.
+    TimedOut,
+    /// The guest trapped, returned an error code, or the component is unknown.
+    Failed(String),
+}
+
+/// How long making the instance took, carried on the response for the log;
+/// `None` when the request reused a live instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Instantiation(pub Option<Duration>);
 
 /// Where local models live: Spin's `<state-dir>/ai-models` when it holds the
 /// model, else `$MNEME_MODELS_DIR`, else `~/.cache/mneme/ai-models` (where

@@ -9,16 +9,16 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::app::{App, Body};
+use crate::app::{App, Body, CallError};
 
 pub fn request_id() -> String {
     format!("{:016x}", rand::random::<u64>())
@@ -73,12 +73,62 @@ pub async fn dispatch(
     if let Some(c) = client {
         set(h, "spin-client-addr", &c.to_string());
     }
-    match app.call(&m.component, req).await {
+    match app.call(&m.component, req, id).await {
         Ok(resp) => (resp, m.component),
-        Err(e) => {
-            eprintln!("request {id}: component {} failed: {e:#}", m.component);
+        Err(CallError::NoCapacity(e)) => {
+            eprintln!("request {id}: no instance of {} could be made: {e}", m.component);
+            let msg = format!("the server is at capacity; retry shortly (request id {id})");
+            let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &msg);
+            resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+            (resp, m.component)
+        }
+        Err(CallError::TimedOut) => {
+            eprintln!("request {id}: component {} did not answer within its time limit", m.component);
+            let msg = format!(
+                "the component `{}` did not answer within its time limit; request id {id} (see the runner log)",
+                m.component
+            );
+            (json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &msg), m.component)
+        }
+        Err(CallError::Failed(e)) => {
+            eprintln!("request {id}: component {} failed: {e}", m.component);
             let msg = format!("the component `{}` failed; request id {id} (see the runner log)", m.component);
             (json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &msg), m.component)
+        }
+    }
+}
+
+/// How long a request body may pause between two pieces, and how long it
+/// may take in all, before the request is answered 408.
+const BODY_STALL: Duration = Duration::from_secs(10);
+const BODY_TOTAL: Duration = Duration::from_secs(60);
+
+/// Why a request body could not be read.
+enum BodyError {
+    TooLarge,
+    Stalled,
+    Broken(String),
+}
+
+/// Reads a whole request body, at most `limit` bytes, within the deadlines.
+async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
+    let mut body = std::pin::pin!(body);
+    let mut buf = bytes::BytesMut::new();
+    let deadline = tokio::time::Instant::now() + BODY_TOTAL;
+    loop {
+        let wait = BODY_STALL.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        match tokio::time::timeout(wait, body.frame()).await {
+            Err(_) => return Err(BodyError::Stalled),
+            Ok(None) => return Ok(buf.freeze()),
+            Ok(Some(Err(e))) => return Err(BodyError::Broken(e.to_string())),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if buf.len() + data.len() > limit {
+                        return Err(BodyError::TooLarge);
+                    }
+                    buf.extend_from_slice(&data);
+                }
+            }
         }
     }
 }
@@ -95,25 +145,42 @@ async fn handle(app: Arc<App>, req: Request<Incoming>, client: SocketAddr) -> Re
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let (resp, component) = if declared.is_some_and(|n| n > limit as u64) {
-        (too_large(limit), "-".to_string())
+        (closing(too_large(limit)), "-".to_string())
     } else {
-        match Limited::new(body, limit).collect().await {
-            Ok(b) => dispatch(&app, parts, b.to_bytes(), Some(client), &id).await,
-            Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-                (too_large(limit), "-".to_string())
-            }
-            Err(e) => (
-                json_error(StatusCode::BAD_REQUEST, "bad-request", &format!("reading the request body: {e}")),
+        match read_body(body, limit).await {
+            Ok(b) => dispatch(&app, parts, b, Some(client), &id).await,
+            Err(BodyError::TooLarge) => (closing(too_large(limit)), "-".to_string()),
+            Err(BodyError::Stalled) => (
+                closing(json_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request-timeout",
+                    &format!(
+                        "the request body stopped arriving (more than {} s without data, or {} s in all)",
+                        BODY_STALL.as_secs(),
+                        BODY_TOTAL.as_secs()
+                    ),
+                )),
+                "-".into(),
+            ),
+            Err(BodyError::Broken(e)) => (
+                closing(json_error(StatusCode::BAD_REQUEST, "bad-request", &format!("reading the request body: {e}"))),
                 "-".into(),
             ),
         }
     };
-    let inst = resp
-        .extensions()
-        .get::<crate::app::Instantiation>()
-        .map_or(String::new(), |i| format!(" inst={}us", i.0.as_micros()));
+    let inst = resp.extensions().get::<crate::app::Instantiation>().map_or(String::new(), |i| match i.0 {
+        Some(d) => format!(" inst={}us", d.as_micros()),
+        None => " inst=reused".to_string(),
+    });
     let ms = started.elapsed().as_secs_f64() * 1e3;
     eprintln!("{method} {path} {component} {} {ms:.2}ms{inst} id={id}", resp.status().as_u16());
+    resp
+}
+
+/// Marks an answer given before the body was read: the connection closes,
+/// since the rest of the body would be read as the next request.
+fn closing(mut resp: Response<Body>) -> Response<Body> {
+    resp.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     resp
 }
 
@@ -123,6 +190,33 @@ fn too_large(limit: usize) -> Response<Body> {
         "payload-too-large",
         &format!("the request body is over the {limit}-byte limit"),
     )
+}
+
+/// A response body that keeps its request counted as in the service until
+/// hyper drops it (see `conn.rs`).
+struct Watched {
+    inner: Body,
+    _in_flight: crate::conn::InFlight,
+}
+
+impl http_body::Body for Watched {
+    type Data = Bytes;
+    type Error = anyhow::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, anyhow::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight connections.
@@ -138,11 +232,17 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: impl Future<O
                 };
                 let _ = stream.set_nodelay(true);
                 let app = app.clone();
+                let watch = Arc::new(crate::conn::Watch::default());
+                let io = crate::conn::Guarded::new(stream, watch.clone());
                 let service = hyper::service::service_fn(move |req| {
-                    let app = app.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handle(app, req, client).await) }
+                    let (app, watch) = (app.clone(), watch.clone());
+                    async move {
+                        let in_flight = watch.start();
+                        let resp = handle(app, req, client).await;
+                        Ok::<_, std::convert::Infallible>(resp.map(|b| Watched { inner: b, _in_flight: in_flight }.boxed_unsync()))
+                    }
                 });
-                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move { let _ = conn.await; });
             }

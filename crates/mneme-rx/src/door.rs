@@ -151,8 +151,8 @@ impl FieldType {
 
     fn accepts(self, v: &serde_json::Value) -> bool {
         match self {
-            FieldType::Number => v.as_f64().is_some_and(f64::is_finite),
-            FieldType::Integer => v.as_i64().is_some(),
+            FieldType::Number => v.as_f64().is_some_and(|x| x.is_finite() && x.abs() <= MAX_MAGNITUDE),
+            FieldType::Integer => v.as_i64().is_some_and(|x| (x as f64).abs() <= MAX_MAGNITUDE),
             FieldType::Text => v.as_str().is_some_and(|s| s.chars().count() <= 2_000),
             FieldType::Boolean => v.is_boolean(),
             FieldType::Key => v.as_str().is_some_and(|s| !s.trim().is_empty() && s.chars().count() <= 200),
@@ -326,6 +326,34 @@ impl Door {
     }
 }
 
+/// The largest magnitude an observation's number may have: far beyond any
+/// count, duration or amount a door records, and far below where `f64`
+/// arithmetic on a composite would lose meaning (`minutes: 1e308` was
+/// accepted once).
+pub const MAX_MAGNITUDE: f64 = 1e12;
+
+/// How far from now an observation's time may lie: a hundred years either way.
+pub const MAX_TIME_OFFSET_MS: i64 = 100 * 36_525 * crate::lifecycle::DAY_MS / 100;
+
+/// An observation's `at`: absent or null is `now_ms`; else epoch
+/// milliseconds or a date or RFC 3339 time ([`parse_instant`]), within
+/// [`MAX_TIME_OFFSET_MS`] of `now_ms`.
+pub fn observation_time(at: Option<&serde_json::Value>, now_ms: i64) -> Result<i64, String> {
+    use serde_json::Value as J;
+    let ms = match at {
+        None | Some(J::Null) => return Ok(now_ms),
+        Some(J::Number(n)) => n.as_i64().ok_or_else(|| "`at` in epoch milliseconds is a whole number".to_string())?,
+        Some(J::String(s)) => {
+            parse_instant(s).ok_or_else(|| format!("`at` `{s}` is not a date or an RFC 3339 time"))?
+        }
+        Some(_) => return Err("`at` is epoch milliseconds or an RFC 3339 time".into()),
+    };
+    if ms.abs_diff(now_ms) > MAX_TIME_OFFSET_MS as u64 {
+        return Err("`at` must lie within 100 years of now".into());
+    }
+    Ok(ms)
+}
+
 /// An observation's time: `YYYY-MM-DD` (midnight UTC) or
 /// `YYYY-MM-DDTHH:MM:SS[.fff]Z`, as epoch milliseconds.
 pub fn parse_instant(s: &str) -> Option<i64> {
@@ -368,6 +396,30 @@ mod tests {
             "store": {"kind": "local"},
             "observations": {"session": {"minutes": "number", "note": "string?"}}
         })
+    }
+
+    #[test]
+    fn observation_numbers_and_times_are_bounded() {
+        let d = Door::parse("coach", &door()).unwrap();
+        let body = |v: serde_json::Value| v.as_object().unwrap().clone();
+        assert!(d.observation("session", &body(json!({"minutes": 1e12}))).is_ok());
+        assert!(d.observation("session", &body(json!({"minutes": -1e12}))).is_ok());
+        assert!(d.observation("session", &body(json!({"minutes": 1.000001e12}))).is_err());
+        assert!(d.observation("session", &body(json!({"minutes": 1e308}))).is_err());
+        let now = 1_800_000_000_000;
+        let century = MAX_TIME_OFFSET_MS;
+        assert_eq!(observation_time(None, now), Ok(now));
+        assert_eq!(observation_time(Some(&json!(null)), now), Ok(now));
+        assert_eq!(observation_time(Some(&json!(now + century)), now), Ok(now + century));
+        assert_eq!(observation_time(Some(&json!(now - century)), now), Ok(now - century));
+        assert!(observation_time(Some(&json!(now + century + 1)), now).is_err());
+        assert!(observation_time(Some(&json!(99_999_999_999_999_999_i64)), now).is_err());
+        assert_eq!(observation_time(Some(&json!(-1)), now), Ok(-1), "1969 is within 100 years of 2027");
+        assert!(observation_time(Some(&json!(now - century - 1)), now).is_err());
+        assert!(observation_time(Some(&json!(1.5)), now).is_err());
+        assert_eq!(observation_time(Some(&json!("2027-01-15")), now), Ok(parse_instant("2027-01-15").unwrap()));
+        assert!(observation_time(Some(&json!("1899-12-31")), now).is_err());
+        assert!(observation_time(Some(&json!(true)), now).is_err());
     }
 
     #[test]

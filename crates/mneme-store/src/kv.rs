@@ -46,13 +46,19 @@ pub fn now_ms() -> u64 {
 
 impl Kv {
     pub async fn open_key_value(label: &str, namespace: &str) -> Result<Self, StoreError> {
-        let store = key_value::Store::open(label).await.map_err(kv_error)?;
-        Ok(Self { backend: Backend::KeyValue(store), prefix: format!("{namespace}:") })
+        crate::sql::within(crate::sql::DEADLINE, "opening the key-value store", async {
+            let store = key_value::Store::open(label).await.map_err(kv_error)?;
+            Ok(Self { backend: Backend::KeyValue(store), prefix: format!("{namespace}:") })
+        })
+        .await
     }
 
     pub async fn open_redis(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        let conn = redis::Connection::open(url).await.map_err(redis_error)?;
-        Ok(Self { backend: Backend::Redis(conn), prefix: format!("{namespace}:") })
+        crate::sql::within(crate::sql::DEADLINE, "opening the key-value store", async {
+            let conn = redis::Connection::open(url).await.map_err(redis_error)?;
+            Ok(Self { backend: Backend::Redis(conn), prefix: format!("{namespace}:") })
+        })
+        .await
     }
 
     pub fn kind(&self) -> KvKind {
@@ -88,244 +94,281 @@ impl Kv {
 
     /// The string stored at `key`, if any and not expired.
     pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(c) => c.get(&key).await.map_err(redis_error),
-            Backend::KeyValue(_) => match self.load(&key).await? {
-                Some((Entry::String(b), _)) => Ok(Some(b)),
-                Some(_) => Err(wrong_type(&key)),
-                None => Ok(None),
-            },
-        }
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(c) => c.get(&key).await.map_err(redis_error),
+                Backend::KeyValue(_) => match self.load(&key).await? {
+                    Some((Entry::String(b), _)) => Ok(Some(b)),
+                    Some(_) => Err(wrong_type(&key)),
+                    None => Ok(None),
+                },
+            }
+        })
+        .await
     }
 
     /// Stores a string, replacing any value, with an optional TTL.
     pub async fn set(&self, key: &str, value: &[u8], ttl_ms: Option<u64>) -> Result<(), StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => {
-                let mut args = vec![bin(&key), bin(value)];
-                if let Some(ttl) = ttl_ms {
-                    args.extend([bin("PX"), redis::RedisParameter::Int64(ttl.max(1) as i64)]);
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => {
+                    let mut args = vec![bin(&key), bin(value)];
+                    if let Some(ttl) = ttl_ms {
+                        args.extend([bin("PX"), redis::RedisParameter::Int64(ttl.max(1) as i64)]);
+                    }
+                    self.redis("SET", args).await.map(drop)
                 }
-                self.redis("SET", args).await.map(drop)
+                Backend::KeyValue(_) => {
+                    let expires = ttl_ms.map_or(0, |t| now_ms() + t.max(1));
+                    self.save(&key, &Entry::String(value.to_vec()), expires).await
+                }
             }
-            Backend::KeyValue(_) => {
-                let expires = ttl_ms.map_or(0, |t| now_ms() + t.max(1));
-                self.save(&key, &Entry::String(value.to_vec()), expires).await
-            }
-        }
+        })
+        .await
     }
 
     /// Deletes `key`; deleting a missing key is not an error.
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(c) => c.del(&[key]).await.map(drop).map_err(redis_error),
-            Backend::KeyValue(s) => s.delete(&key).await.map_err(kv_error),
-        }
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(c) => c.del(&[key]).await.map(drop).map_err(redis_error),
+                Backend::KeyValue(s) => s.delete(&key).await.map_err(kv_error),
+            }
+        })
+        .await
     }
 
     /// Increments the integer at `key` (missing counts as 0); keeps its TTL.
     pub async fn incr(&self, key: &str) -> Result<i64, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(c) => c.incr(&key).await.map_err(redis_error),
-            Backend::KeyValue(_) => {
-                let (n, expires) = match self.load(&key).await? {
-                    None => (0, 0),
-                    Some((Entry::String(b), exp)) => (
-                        std::str::from_utf8(&b).ok().and_then(|s| s.parse::<i64>().ok()).ok_or_else(|| {
-                            StoreError::new("decode", format!("key `{key}` does not hold an integer"))
-                        })?,
-                        exp,
-                    ),
-                    Some(_) => return Err(wrong_type(&key)),
-                };
-                let n = n + 1;
-                self.save(&key, &Entry::String(n.to_string().into_bytes()), expires).await?;
-                Ok(n)
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(c) => c.incr(&key).await.map_err(redis_error),
+                Backend::KeyValue(_) => {
+                    let (n, expires) = match self.load(&key).await? {
+                        None => (0, 0),
+                        Some((Entry::String(b), exp)) => (
+                            std::str::from_utf8(&b).ok().and_then(|s| s.parse::<i64>().ok()).ok_or_else(|| {
+                                StoreError::new("decode", format!("key `{key}` does not hold an integer"))
+                            })?,
+                            exp,
+                        ),
+                        Some(_) => return Err(wrong_type(&key)),
+                    };
+                    let n = n + 1;
+                    self.save(&key, &Entry::String(n.to_string().into_bytes()), expires).await?;
+                    Ok(n)
+                }
             }
-        }
+        })
+        .await
     }
 
     /// Sets a TTL on an existing key; returns whether the key existed.
     pub async fn expire(&self, key: &str, ttl_ms: u64) -> Result<bool, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => {
-                let r =
-                    self.redis("PEXPIRE", vec![bin(&key), redis::RedisParameter::Int64(ttl_ms.max(1) as i64)]).await?;
-                Ok(matches!(r.first(), Some(redis::RedisResult::Int64(1))))
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => {
+                    let r = self
+                        .redis("PEXPIRE", vec![bin(&key), redis::RedisParameter::Int64(ttl_ms.max(1) as i64)])
+                        .await?;
+                    Ok(matches!(r.first(), Some(redis::RedisResult::Int64(1))))
+                }
+                Backend::KeyValue(_) => match self.load(&key).await? {
+                    None => Ok(false),
+                    Some((e, _)) => self.save(&key, &e, now_ms() + ttl_ms.max(1)).await.map(|_| true),
+                },
             }
-            Backend::KeyValue(_) => match self.load(&key).await? {
-                None => Ok(false),
-                Some((e, _)) => self.save(&key, &e, now_ms() + ttl_ms.max(1)).await.map(|_| true),
-            },
-        }
+        })
+        .await
     }
 
     /// Appends items to the list at `key`; returns the new length.
     pub async fn rpush(&self, key: &str, items: &[&[u8]]) -> Result<u64, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => {
-                let mut args = vec![bin(&key)];
-                args.extend(items.iter().map(bin));
-                let r = self.redis("RPUSH", args).await?;
-                Ok(int(&r) as u64)
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => {
+                    let mut args = vec![bin(&key)];
+                    args.extend(items.iter().map(bin));
+                    let r = self.redis("RPUSH", args).await?;
+                    Ok(int(&r) as u64)
+                }
+                Backend::KeyValue(_) => {
+                    let (mut list, exp) = match self.load(&key).await? {
+                        None => (Vec::new(), 0),
+                        Some((Entry::List(l), exp)) => (l, exp),
+                        Some(_) => return Err(wrong_type(&key)),
+                    };
+                    list.extend(items.iter().map(|i| i.to_vec()));
+                    let len = list.len() as u64;
+                    self.save(&key, &Entry::List(list), exp).await?;
+                    Ok(len)
+                }
             }
-            Backend::KeyValue(_) => {
-                let (mut list, exp) = match self.load(&key).await? {
-                    None => (Vec::new(), 0),
-                    Some((Entry::List(l), exp)) => (l, exp),
-                    Some(_) => return Err(wrong_type(&key)),
-                };
-                list.extend(items.iter().map(|i| i.to_vec()));
-                let len = list.len() as u64;
-                self.save(&key, &Entry::List(list), exp).await?;
-                Ok(len)
-            }
-        }
+        })
+        .await
     }
 
     /// Items `start..=stop` of the list at `key` (negative indexes count from the end).
     pub async fn lrange(&self, key: &str, start: i64, stop: i64) -> Result<Vec<Vec<u8>>, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => {
-                let r = self
-                    .redis(
-                        "LRANGE",
-                        vec![bin(&key), redis::RedisParameter::Int64(start), redis::RedisParameter::Int64(stop)],
-                    )
-                    .await?;
-                Ok(r.into_iter().filter_map(binary).collect())
-            }
-            Backend::KeyValue(_) => match self.load(&key).await? {
-                None => Ok(Vec::new()),
-                Some((Entry::List(l), _)) => {
-                    Ok(kvcodec::redis_range(l.len(), start, stop).map_or_else(Vec::new, |(s, e)| l[s..=e].to_vec()))
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => {
+                    let r = self
+                        .redis(
+                            "LRANGE",
+                            vec![bin(&key), redis::RedisParameter::Int64(start), redis::RedisParameter::Int64(stop)],
+                        )
+                        .await?;
+                    Ok(r.into_iter().filter_map(binary).collect())
                 }
-                Some(_) => Err(wrong_type(&key)),
-            },
-        }
+                Backend::KeyValue(_) => match self.load(&key).await? {
+                    None => Ok(Vec::new()),
+                    Some((Entry::List(l), _)) => {
+                        Ok(kvcodec::redis_range(l.len(), start, stop).map_or_else(Vec::new, |(s, e)| l[s..=e].to_vec()))
+                    }
+                    Some(_) => Err(wrong_type(&key)),
+                },
+            }
+        })
+        .await
     }
 
     /// Keeps only items `start..=stop` of the list at `key`.
     pub async fn ltrim(&self, key: &str, start: i64, stop: i64) -> Result<(), StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => self
-                .redis(
-                    "LTRIM",
-                    vec![bin(&key), redis::RedisParameter::Int64(start), redis::RedisParameter::Int64(stop)],
-                )
-                .await
-                .map(drop),
-            Backend::KeyValue(s) => match self.load(&key).await? {
-                None => Ok(()),
-                Some((Entry::List(l), exp)) => match kvcodec::redis_range(l.len(), start, stop) {
-                    Some((a, b)) => self.save(&key, &Entry::List(l[a..=b].to_vec()), exp).await,
-                    None => s.delete(&key).await.map_err(kv_error),
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => self
+                    .redis(
+                        "LTRIM",
+                        vec![bin(&key), redis::RedisParameter::Int64(start), redis::RedisParameter::Int64(stop)],
+                    )
+                    .await
+                    .map(drop),
+                Backend::KeyValue(s) => match self.load(&key).await? {
+                    None => Ok(()),
+                    Some((Entry::List(l), exp)) => match kvcodec::redis_range(l.len(), start, stop) {
+                        Some((a, b)) => self.save(&key, &Entry::List(l[a..=b].to_vec()), exp).await,
+                        None => s.delete(&key).await.map_err(kv_error),
+                    },
+                    Some(_) => Err(wrong_type(&key)),
                 },
-                Some(_) => Err(wrong_type(&key)),
-            },
-        }
+            }
+        })
+        .await
     }
 
     /// Every live key that starts with `prefix`, without the namespace. For
     /// bulk deletion (forgetting, deleting everything); a single principal's
     /// key count keeps the scan cheap.
     pub async fn keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let full = self.key(prefix);
-        let raw: Vec<String> = match &self.backend {
-            Backend::Redis(_) => {
-                let pattern: String = full
-                    .chars()
-                    .flat_map(|c| if matches!(c, '*' | '?' | '[' | ']' | '\\') { vec!['\\', c] } else { vec![c] })
-                    .chain(std::iter::once('*'))
-                    .collect();
-                let r = self.redis("KEYS", vec![bin(&pattern)]).await?;
-                r.into_iter().filter_map(binary).map(|b| String::from_utf8_lossy(&b).into_owned()).collect()
-            }
-            Backend::KeyValue(s) => {
-                let all = s.get_keys().await.collect().await.map_err(kv_error)?;
-                let mut live = Vec::new();
-                for k in all.into_iter().filter(|k| k.starts_with(&full)) {
-                    if self.load(&k).await?.is_some() {
-                        live.push(k);
-                    }
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let full = self.key(prefix);
+            let raw: Vec<String> = match &self.backend {
+                Backend::Redis(_) => {
+                    let pattern: String = full
+                        .chars()
+                        .flat_map(|c| if matches!(c, '*' | '?' | '[' | ']' | '\\') { vec!['\\', c] } else { vec![c] })
+                        .chain(std::iter::once('*'))
+                        .collect();
+                    let r = self.redis("KEYS", vec![bin(&pattern)]).await?;
+                    r.into_iter().filter_map(binary).map(|b| String::from_utf8_lossy(&b).into_owned()).collect()
                 }
-                live
-            }
-        };
-        Ok(raw.into_iter().filter_map(|k| k.strip_prefix(&self.prefix).map(str::to_string)).collect())
+                Backend::KeyValue(s) => {
+                    let all = s.get_keys().await.collect().await.map_err(kv_error)?;
+                    let mut live = Vec::new();
+                    for k in all.into_iter().filter(|k| k.starts_with(&full)) {
+                        if self.load(&k).await?.is_some() {
+                            live.push(k);
+                        }
+                    }
+                    live
+                }
+            };
+            Ok(raw.into_iter().filter_map(|k| k.strip_prefix(&self.prefix).map(str::to_string)).collect())
+        })
+        .await
     }
 
     /// Adds or rescores `member` in the sorted set at `key`; true when new.
     pub async fn zadd(&self, key: &str, score: f64, member: &str) -> Result<bool, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => {
-                let r = self.redis("ZADD", vec![bin(&key), bin(score.to_string()), bin(member)]).await?;
-                Ok(int(&r) == 1)
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => {
+                    let r = self.redis("ZADD", vec![bin(&key), bin(score.to_string()), bin(member)]).await?;
+                    Ok(int(&r) == 1)
+                }
+                Backend::KeyValue(_) => {
+                    let (mut set, exp) = match self.load(&key).await? {
+                        None => (Vec::new(), 0),
+                        Some((Entry::ZSet(z), exp)) => (z, exp),
+                        Some(_) => return Err(wrong_type(&key)),
+                    };
+                    let added = kvcodec::zadd(&mut set, score, member);
+                    self.save(&key, &Entry::ZSet(set), exp).await?;
+                    Ok(added)
+                }
             }
-            Backend::KeyValue(_) => {
-                let (mut set, exp) = match self.load(&key).await? {
-                    None => (Vec::new(), 0),
-                    Some((Entry::ZSet(z), exp)) => (z, exp),
-                    Some(_) => return Err(wrong_type(&key)),
-                };
-                let added = kvcodec::zadd(&mut set, score, member);
-                self.save(&key, &Entry::ZSet(set), exp).await?;
-                Ok(added)
-            }
-        }
+        })
+        .await
     }
 
     /// Members with `min <= score <= max`, lowest first, with their scores.
     pub async fn zrange_by_score(&self, key: &str, min: f64, max: f64) -> Result<Vec<(String, f64)>, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => {
-                let r = self
-                    .redis(
-                        "ZRANGEBYSCORE",
-                        vec![bin(&key), bin(min.to_string()), bin(max.to_string()), bin("WITHSCORES")],
-                    )
-                    .await?;
-                let flat: Vec<String> =
-                    r.into_iter().filter_map(binary).map(|b| String::from_utf8_lossy(&b).into_owned()).collect();
-                Ok(flat.chunks(2).filter_map(|c| Some((c[0].clone(), c.get(1)?.parse().ok()?))).collect())
-            }
-            Backend::KeyValue(_) => match self.load(&key).await? {
-                None => Ok(Vec::new()),
-                Some((Entry::ZSet(z), _)) => {
-                    Ok(z.into_iter().filter(|(s, _)| *s >= min && *s <= max).map(|(s, m)| (m, s)).collect())
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => {
+                    let r = self
+                        .redis(
+                            "ZRANGEBYSCORE",
+                            vec![bin(&key), bin(min.to_string()), bin(max.to_string()), bin("WITHSCORES")],
+                        )
+                        .await?;
+                    let flat: Vec<String> =
+                        r.into_iter().filter_map(binary).map(|b| String::from_utf8_lossy(&b).into_owned()).collect();
+                    Ok(flat.chunks(2).filter_map(|c| Some((c[0].clone(), c.get(1)?.parse().ok()?))).collect())
                 }
-                Some(_) => Err(wrong_type(&key)),
-            },
-        }
+                Backend::KeyValue(_) => match self.load(&key).await? {
+                    None => Ok(Vec::new()),
+                    Some((Entry::ZSet(z), _)) => {
+                        Ok(z.into_iter().filter(|(s, _)| *s >= min && *s <= max).map(|(s, m)| (m, s)).collect())
+                    }
+                    Some(_) => Err(wrong_type(&key)),
+                },
+            }
+        })
+        .await
     }
 
     /// Removes `member` from the sorted set at `key`; true when it was there.
     pub async fn zrem(&self, key: &str, member: &str) -> Result<bool, StoreError> {
-        let key = self.key(key);
-        match &self.backend {
-            Backend::Redis(_) => Ok(int(&self.redis("ZREM", vec![bin(&key), bin(member)]).await?) == 1),
-            Backend::KeyValue(_) => match self.load(&key).await? {
-                None => Ok(false),
-                Some((Entry::ZSet(mut z), exp)) => {
-                    let before = z.len();
-                    z.retain(|(_, m)| m != member);
-                    let removed = z.len() != before;
-                    self.save(&key, &Entry::ZSet(z), exp).await?;
-                    Ok(removed)
-                }
-                Some(_) => Err(wrong_type(&key)),
-            },
-        }
+        crate::sql::within(crate::sql::DEADLINE, "the key-value store", async {
+            let key = self.key(key);
+            match &self.backend {
+                Backend::Redis(_) => Ok(int(&self.redis("ZREM", vec![bin(&key), bin(member)]).await?) == 1),
+                Backend::KeyValue(_) => match self.load(&key).await? {
+                    None => Ok(false),
+                    Some((Entry::ZSet(mut z), exp)) => {
+                        let before = z.len();
+                        z.retain(|(_, m)| m != member);
+                        let removed = z.len() != before;
+                        self.save(&key, &Entry::ZSet(z), exp).await?;
+                        Ok(removed)
+                    }
+                    Some(_) => Err(wrong_type(&key)),
+                },
+            }
+        })
+        .await
     }
 }
 

@@ -29,14 +29,28 @@ pub struct Stores {
 impl Stores {
     /// Opens the SQL store and the key-value store selected by configuration.
     pub async fn open() -> Result<Self, StoreError> {
-        let namespace = variable("store_namespace").await?.unwrap_or_else(|| "mneme".into());
         let sql = open_sql().await?;
-        let kv = match variable("redis_url").await? {
-            Some(url) => Kv::open_redis(&url, &namespace).await?,
-            None => Kv::open_key_value("default", &namespace).await?,
-        };
+        let kv = open_kv().await?;
         Ok(Self { sql, kv })
     }
+}
+
+/// Opens only the key-value store selected by configuration.
+pub async fn open_kv() -> Result<Kv, StoreError> {
+    let namespace = variable("store_namespace").await?.unwrap_or_else(|| "mneme".into());
+    match variable("redis_url").await? {
+        Some(url) => Kv::open_redis(&url, &namespace).await,
+        None => Kv::open_key_value("default", &namespace).await,
+    }
+}
+
+/// Which SQL and key-value backends the configuration selects, without
+/// opening either (a variable that cannot be read counts as unset).
+pub async fn configured_kinds() -> (sql::SqlKind, kv::KvKind) {
+    let set = async |name: &str| matches!(variable(name).await, Ok(Some(_)));
+    let sql = if set("pg_url").await { sql::SqlKind::Postgres } else { sql::SqlKind::Sqlite };
+    let kv = if set("redis_url").await { kv::KvKind::Redis } else { kv::KvKind::KeyValue };
+    (sql, kv)
 }
 
 /// Opens only the SQL store selected by configuration, for a stage call

@@ -54,15 +54,30 @@ pub fn latest(sql: &Sql) -> u32 {
     m::latest(backend(sql))
 }
 
+/// Highest version this build ships for `kind`, with no connection open.
+pub fn shipped_latest(kind: SqlKind) -> u32 {
+    m::latest(match kind {
+        SqlKind::Sqlite => Backend::Sqlite,
+        SqlKind::Postgres => Backend::Postgres,
+    })
+}
+
+/// How long one migration statement may take.
+const MIGRATION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Applies every pending migration; returns `(version, name)` of each one
 /// this call applied.
 pub async fn migrate(sql: &Sql, now_ms: u64) -> Result<Vec<(u32, String)>, StoreError> {
     let shipped = m::shipped(backend(sql)).map_err(migration_error)?;
+    // A migration may rewrite a large table, and a second runner waits on
+    // the first one's lock: neither is bound by the statement deadline.
+    sql.set_deadline(MIGRATION_DEADLINE);
     let mut done = Vec::new();
     loop {
         let step = sql
             .transaction(async |tx| {
                 if tx.kind() == SqlKind::Postgres {
+                    tx.execute("SET LOCAL statement_timeout = 0", &[]).await?;
                     tx.execute("SELECT pg_advisory_xact_lock($1)", &[Value::Int(PG_LOCK_KEY)]).await?;
                 }
                 // Under the lock: concurrent `CREATE TABLE IF NOT EXISTS`

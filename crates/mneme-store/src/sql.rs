@@ -7,10 +7,73 @@
 //! *named* parameter numbered by first appearance.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use spin_sdk::{pg, sqlite};
 
 use crate::StoreError;
+
+/// The most one store call (a statement, a connect, a key-value command)
+/// waits for its answer before it fails with `store-unavailable`: below 5 s,
+/// so a request whose store went silent gets its 503 within 5 s (D-F19).
+pub const DEADLINE: Duration = Duration::from_secs(4);
+
+/// How long a rollback after a failure may take.
+const ROLLBACK_WAIT: Duration = Duration::from_secs(1);
+
+/// The server-side limit on one PostgreSQL statement, so one the app gave up
+/// on does not run on (migrations lift it for their own transaction).
+pub const STATEMENT_TIMEOUT_MS: u64 = 5_000;
+
+/// Runs `call` for at most `limit`; past it, `store-unavailable` naming `what`.
+pub async fn within<T>(
+    limit: Duration,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    use futures::future::{Either, select};
+    match select(std::pin::pin!(call), std::pin::pin!(spin_sdk::time::sleep(limit))).await {
+        Either::Left((out, _)) => out,
+        Either::Right(_) => Err(StoreError::new(
+            "store-unavailable",
+            format!("{what} did not answer within {:.1} s", limit.as_secs_f64()),
+        )),
+    }
+}
+
+/// The one rule for characters a store cannot keep (D-F21): PostgreSQL
+/// refuses U+0000 in text, SQLite would keep it, so both refuse it here.
+/// Requests are refused earlier, with the field named (`mneme-http`); this
+/// catches anything else on its way to a store.
+pub fn storable(params: &[Value]) -> Result<(), StoreError> {
+    if params.iter().any(|p| matches!(p, Value::Text(t) if t.contains('\0'))) {
+        return Err(StoreError::new("invalid", "a text value contains U+0000 (NUL), which cannot be stored"));
+    }
+    Ok(())
+}
+
+/// A PostgreSQL address with the app's deadlines added: `connect_timeout`
+/// (seconds) and a server-side `statement_timeout`, unless the address sets
+/// its own. Key/value form (`host=… dbname=…`) is left as it is.
+pub fn with_deadlines(url: &str) -> String {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return url.to_string();
+    }
+    let mut out = url.to_string();
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let has = |k: &str| query.split('&').any(|p| p.split('=').next() == Some(k));
+    let mut sep = if url.contains('?') { '&' } else { '?' };
+    if !has("connect_timeout") {
+        out.push(sep);
+        out.push_str(&format!("connect_timeout={}", DEADLINE.as_secs().saturating_sub(1).max(1)));
+        sep = '&';
+    }
+    if !has("options") {
+        out.push(sep);
+        out.push_str(&format!("options=-c%20statement_timeout%3D{STATEMENT_TIMEOUT_MS}"));
+    }
+    out
+}
 
 /// A SQL value as both backends exchange it.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,32 +249,57 @@ pub fn cause<E: Echo>(mut failed: Vec<E>) -> Option<E> {
 /// One piece of work for [`Sql::all`].
 pub type Piece<'a, E = StoreError> = futures::future::LocalBoxFuture<'a, Result<(), E>>;
 
-/// An open SQL connection.
-pub enum Sql {
+/// An open SQL connection, and how long each of its statements may take.
+pub struct Sql {
+    conn: Conn,
+    deadline: std::cell::Cell<Duration>,
+}
+
+enum Conn {
     Sqlite(sqlite::Connection),
     Postgres(pg::Connection),
 }
 
 impl Sql {
     pub async fn open_sqlite(label: &str) -> Result<Self, StoreError> {
-        sqlite::Connection::open(label).await.map(Sql::Sqlite).map_err(sqlite_error)
+        let conn = within(DEADLINE, "opening the SQLite database", async {
+            sqlite::Connection::open(label).await.map_err(sqlite_error)
+        })
+        .await?;
+        Ok(Self { conn: Conn::Sqlite(conn), deadline: DEADLINE.into() })
     }
 
     pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
-        pg::Connection::open(url).await.map(Sql::Postgres).map_err(pg_sdk_error)
+        let url = with_deadlines(url);
+        let conn = within(DEADLINE, "connecting to PostgreSQL", async {
+            pg::Connection::open(&url).await.map_err(pg_sdk_error)
+        })
+        .await?;
+        Ok(Self { conn: Conn::Postgres(conn), deadline: DEADLINE.into() })
     }
 
     pub fn kind(&self) -> SqlKind {
-        match self {
-            Sql::Sqlite(_) => SqlKind::Sqlite,
-            Sql::Postgres(_) => SqlKind::Postgres,
+        match self.conn {
+            Conn::Sqlite(_) => SqlKind::Sqlite,
+            Conn::Postgres(_) => SqlKind::Postgres,
         }
+    }
+
+    /// Sets how long each later statement may take (migrations take longer
+    /// than the [`DEADLINE`] every other statement gets).
+    pub fn set_deadline(&self, d: Duration) {
+        self.deadline.set(d);
     }
 
     /// Runs a statement that returns rows.
     pub async fn query(&self, statement: &str, params: &[Value]) -> Result<Vec<Row>, StoreError> {
-        match self {
-            Sql::Sqlite(c) => {
+        storable(params)?;
+        within(self.deadline.get(), "the database", self.query_now(statement, params)).await
+    }
+
+    async fn query_now(&self, statement: &str, params: &[Value]) -> Result<Vec<Row>, StoreError> {
+        match &self.conn {
+            Conn::Sqlite(c) => {
                 let res = c
                     .execute(sqlite_placeholders(statement), params.iter().map(to_sqlite))
                     .await
@@ -223,7 +311,7 @@ impl Sql {
                     .map(|r| Row::new(columns.clone(), r.values.into_iter().map(from_sqlite).collect()))
                     .collect())
             }
-            Sql::Postgres(c) => {
+            Conn::Postgres(c) => {
                 let params: Vec<pg::ParameterValue> = params.iter().map(to_pg).collect();
                 let res = c.query(statement, params).await.map_err(pg_sdk_error)?;
                 let columns: Arc<[String]> = res.columns().iter().map(|c| c.name.clone()).collect();
@@ -241,8 +329,13 @@ impl Sql {
 
     /// Runs a statement that returns no rows; returns the number of rows changed.
     pub async fn execute(&self, statement: &str, params: &[Value]) -> Result<u64, StoreError> {
-        match self {
-            Sql::Sqlite(c) => {
+        storable(params)?;
+        within(self.deadline.get(), "the database", self.execute_now(statement, params)).await
+    }
+
+    async fn execute_now(&self, statement: &str, params: &[Value]) -> Result<u64, StoreError> {
+        match &self.conn {
+            Conn::Sqlite(c) => {
                 let res = c
                     .execute(sqlite_placeholders(statement), params.iter().map(to_sqlite))
                     .await
@@ -250,7 +343,7 @@ impl Sql {
                 res.collect().await.map_err(sqlite_error)?;
                 Ok(c.changes().await)
             }
-            Sql::Postgres(c) => {
+            Conn::Postgres(c) => {
                 let params: Vec<pg::ParameterValue> = params.iter().map(to_pg).collect();
                 c.execute(statement, params).await.map_err(pg_sdk_error)
             }
@@ -313,8 +406,12 @@ impl Sql {
             }
             Err(e) => {
                 // The original error is what the caller needs; a failed
-                // rollback leaves the connection closed with the request.
-                let _ = self.execute("ROLLBACK", &[]).await;
+                // rollback leaves the connection closed with the request. A
+                // store that did not answer gets no rollback to wait for: the
+                // host closes the connection, which ends the transaction.
+                if e.code != "store-unavailable" {
+                    let _ = within(ROLLBACK_WAIT, "rolling back", self.execute_now("ROLLBACK", &[])).await;
+                }
                 Err(e)
             }
         }
@@ -442,6 +539,36 @@ fn pg_error(e: pg::PgError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::sqlite_placeholders as rw;
+
+    #[test]
+    fn postgres_addresses_get_the_deadlines_they_do_not_set() {
+        use super::with_deadlines as w;
+        assert_eq!(
+            w("postgres://u@h:5432/db"),
+            "postgres://u@h:5432/db?connect_timeout=3&options=-c%20statement_timeout%3D5000"
+        );
+        assert_eq!(
+            w("postgresql://h/db?sslmode=disable"),
+            "postgresql://h/db?sslmode=disable&connect_timeout=3&options=-c%20statement_timeout%3D5000"
+        );
+        assert_eq!(
+            w("postgres://h/db?connect_timeout=9"),
+            "postgres://h/db?connect_timeout=9&options=-c%20statement_timeout%3D5000"
+        );
+        assert_eq!(
+            w("postgres://h/db?options=-c%20search_path%3Dx"),
+            "postgres://h/db?options=-c%20search_path%3Dx&connect_timeout=3"
+        );
+        assert_eq!(w("host=h dbname=db"), "host=h dbname=db", "key/value form is left alone");
+    }
+
+    #[test]
+    fn text_with_nul_is_refused_on_both_backends_alike() {
+        use super::{Value, storable};
+        assert!(storable(&[Value::Text("a b".into()), Value::Blob(vec![0, 1]), Value::Int(0)]).is_ok());
+        let e = storable(&[Value::Int(1), Value::Text("a\0b".into())]).unwrap_err();
+        assert_eq!(e.code, "invalid");
+    }
 
     #[test]
     fn the_cause_of_a_failed_transaction_is_not_an_echo() {

@@ -15,7 +15,7 @@ use super::{Spin, SpinView, with_view};
 
 pub enum KvBackend {
     Sqlite(Mutex<rusqlite::Connection>),
-    Redis(::redis::aio::ConnectionManager),
+    Redis(super::redis::Link),
 }
 
 impl KvBackend {
@@ -35,12 +35,12 @@ impl KvBackend {
     }
 
     pub async fn open_redis(url: &str) -> anyhow::Result<Self> {
-        let client =
-            ::redis::Client::open(url).with_context(|| "invalid Redis URL for a key-value store".to_string())?;
-        let mgr = ::redis::aio::ConnectionManager::new(client)
+        let link =
+            super::redis::Link::new(url).with_context(|| "invalid Redis URL for a key-value store".to_string())?;
+        link.connection()
             .await
             .with_context(|| "connecting the Redis key-value store (is redis-server running?)".to_string())?;
-        Ok(KvBackend::Redis(mgr))
+        Ok(KvBackend::Redis(link))
     }
 }
 
@@ -70,16 +70,16 @@ impl StoreHandle {
         .map_err(other)?
     }
 
-    fn redis(&self) -> Option<::redis::aio::ConnectionManager> {
+    fn redis(&self) -> Option<&super::redis::Link> {
         match &*self.backend {
-            KvBackend::Redis(m) => Some(m.clone()),
+            KvBackend::Redis(l) => Some(l),
             KvBackend::Sqlite(_) => None,
         }
     }
 
     async fn get(&self, key: String) -> Result<Option<Vec<u8>>, Error> {
-        if let Some(mut r) = self.redis() {
-            return ::redis::cmd("GET").arg(&key).query_async(&mut r).await.map_err(other);
+        if let Some(r) = self.redis() {
+            return r.query(::redis::cmd("GET").arg(&key)).await.map_err(other);
         }
         self.blocking(move |c, store| {
             use rusqlite::OptionalExtension;
@@ -90,8 +90,8 @@ impl StoreHandle {
     }
 
     async fn set(&self, key: String, value: Vec<u8>) -> Result<(), Error> {
-        if let Some(mut r) = self.redis() {
-            return ::redis::cmd("SET").arg(&key).arg(value).query_async(&mut r).await.map_err(other);
+        if let Some(r) = self.redis() {
+            return r.query(::redis::cmd("SET").arg(&key).arg(value)).await.map_err(other);
         }
         self.blocking(move |c, store| {
             c.execute(
@@ -104,8 +104,8 @@ impl StoreHandle {
     }
 
     async fn delete(&self, key: String) -> Result<(), Error> {
-        if let Some(mut r) = self.redis() {
-            return ::redis::cmd("DEL").arg(&key).query_async::<i64>(&mut r).await.map(drop).map_err(other);
+        if let Some(r) = self.redis() {
+            return r.query::<i64>(::redis::cmd("DEL").arg(&key)).await.map(drop).map_err(other);
         }
         self.blocking(move |c, store| {
             c.execute("DELETE FROM spin_key_value WHERE store = ?1 AND key = ?2", (store, &key)).map(drop)
@@ -114,8 +114,8 @@ impl StoreHandle {
     }
 
     async fn exists(&self, key: String) -> Result<bool, Error> {
-        if let Some(mut r) = self.redis() {
-            return ::redis::cmd("EXISTS").arg(&key).query_async::<i64>(&mut r).await.map(|n| n > 0).map_err(other);
+        if let Some(r) = self.redis() {
+            return r.query::<i64>(::redis::cmd("EXISTS").arg(&key)).await.map(|n| n > 0).map_err(other);
         }
         self.blocking(move |c, store| {
             c.query_row(
@@ -128,8 +128,8 @@ impl StoreHandle {
     }
 
     async fn keys(&self) -> Result<Vec<String>, Error> {
-        if let Some(mut r) = self.redis() {
-            return ::redis::cmd("KEYS").arg("*").query_async(&mut r).await.map_err(other);
+        if let Some(r) = self.redis() {
+            return r.query(::redis::cmd("KEYS").arg("*")).await.map_err(other);
         }
         self.blocking(|c, store| {
             let mut stmt = c.prepare_cached("SELECT key FROM spin_key_value WHERE store = ?1")?;

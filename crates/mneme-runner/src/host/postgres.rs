@@ -4,6 +4,13 @@
 //! back to the pool is rolled back first, so a guest that dropped its
 //! connection mid-transaction cannot leave a transaction open for the next.
 //!
+//! Nothing waits on the server without a deadline: checking a connection
+//! out of the pool (4 s), connecting (3 s), rolling back (2 s). A statement
+//! takes as long as the guest waits for it; one the guest stopped waiting for
+//! marks its connection broken, and a broken connection is closed rather
+//! than pooled, so a server that went silent cannot hand its silence to the
+//! next request.
+//!
 //! TLS is not offered: `sslmode=disable` or `prefer` (the default) connect
 //! in plain text; `sslmode=require` fails with a clear error.
 
@@ -24,6 +31,13 @@ use super::spin::postgres::postgres::{
 };
 use super::{Spin, SpinView, with_view};
 
+/// Connections per address.
+const POOL_SIZE: usize = 16;
+/// How long a request waits for a pooled connection to be free.
+const POOL_WAIT: std::time::Duration = std::time::Duration::from_secs(4);
+/// How long connecting (TCP, startup and authentication) may take.
+const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Pools keyed by connection address.
 #[derive(Default)]
 pub struct PgPools {
@@ -43,14 +57,33 @@ impl PgPools {
                 "sslmode=require is not supported by the mneme runner; use sslmode=disable on a trusted network".into(),
             ));
         }
+        let mut config = config;
+        // Deadlines a dead or silent server cannot outwait (D-F19); an
+        // address that sets its own keeps it.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_WAIT);
+        }
+        config.keepalives(true).keepalives_idle(std::time::Duration::from_secs(30));
+        #[cfg(target_os = "linux")]
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(std::time::Duration::from_secs(10));
+        }
         let mgr = Manager::from_config(
             config,
             tokio_postgres::NoTls,
             // No query on checkout: a connection a guest left inside a
-            // transaction is rolled back when its handle drops (below).
+            // transaction is rolled back when its handle drops (below), and a
+            // closed one is noticed without a round trip.
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
-        let pool = Pool::builder(mgr).max_size(16).build().map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+        let pool = Pool::builder(mgr)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_WAIT))
+            .recycle_timeout(Some(std::time::Duration::from_secs(1)))
+            .build()
+            .map_err(|e| Error::ConnectionFailed(e.to_string()))?;
         pools.insert(address.to_string(), pool.clone());
         Ok(pool)
     }
@@ -77,8 +110,79 @@ fn allowed(v: &SpinView<'_>, address: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// An open pooled connection, and whether the guest has a transaction open
-/// on it (set by `BEGIN`, cleared by `COMMIT` or `ROLLBACK`).
+/// A pooled connection, shared by the guest's handle and its statements in
+/// flight, with what the host knows about its state.
+pub struct Client {
+    obj: Option<deadpool_postgres::Object>,
+    /// The guest has a transaction open (set by `BEGIN`, cleared by `COMMIT`
+    /// or `ROLLBACK`).
+    in_transaction: std::sync::atomic::AtomicBool,
+    /// A statement was abandoned before its answer came (the guest gave up
+    /// on it): the connection may still owe that answer, or the server may
+    /// not be answering at all, so it never goes back to the pool.
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl std::ops::Deref for Client {
+    type Target = deadpool_postgres::ClientWrapper;
+    fn deref(&self) -> &Self::Target {
+        self.obj.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for Client {
+    /// The last holder of a connection decides where it goes: a broken one
+    /// is closed; one left inside a transaction (a guest that trapped or
+    /// returned mid-transaction) is rolled back first, and closed if the
+    /// rollback does not answer within [`ROLLBACK_WAIT`]; any other goes
+    /// back to the pool.
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(obj) = self.obj.take() else { return };
+        if self.broken.load(SeqCst) {
+            // The server went silent on this connection: the idle ones
+            // beside it are likely as dead and would each cost the next
+            // requests a full deadline, so they are closed too, and the pool
+            // connects afresh (recovery is at once when the server is back).
+            if let Some(pool) = deadpool_postgres::Object::pool(&obj) {
+                pool.retain(|_, _| false);
+            }
+            drop(deadpool_postgres::Object::take(obj));
+            return;
+        }
+        if self.in_transaction.load(SeqCst)
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move {
+                if !matches!(tokio::time::timeout(ROLLBACK_WAIT, obj.batch_execute("ROLLBACK")).await, Ok(Ok(()))) {
+                    drop(deadpool_postgres::Object::take(obj));
+                }
+            });
+        }
+    }
+}
+
+/// How long a connection may take to roll back before it is closed instead.
+const ROLLBACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Marks the connection broken unless [`Unanswered::answered`] is called:
+/// held across a statement, so a statement the guest stops waiting for (its
+/// future dropped) leaves the mark.
+struct Unanswered<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Unanswered<'_> {
+    fn answered(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An open pooled connection.
 ///
 /// A guest may have several statements in flight on one connection (its
 /// `query` and `execute` imports are async); tokio-postgres pipelines them.
@@ -88,25 +192,8 @@ fn allowed(v: &SpinView<'_>, address: &str) -> Result<(), Error> {
 /// overtaken by a later one that is already prepared.
 #[derive(Clone)]
 pub struct PgHandle {
-    client: Arc<deadpool_postgres::Object>,
-    in_transaction: Arc<std::sync::atomic::AtomicBool>,
+    client: Arc<Client>,
     send: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Drop for PgHandle {
-    /// The last handle of a connection left inside a transaction (a guest
-    /// that trapped or returned mid-transaction) rolls it back before the
-    /// connection goes back to the pool.
-    fn drop(&mut self) {
-        if Arc::strong_count(&self.client) == 1 && self.in_transaction.load(std::sync::atomic::Ordering::SeqCst) {
-            let client = self.client.clone();
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                });
-            }
-        }
-    }
 }
 
 fn note_transaction(flag: &std::sync::atomic::AtomicBool, sql: &str) {
@@ -135,12 +222,26 @@ impl PgBuilder {
 
 async fn connect(pools: &PgPools, address: &str) -> Result<PgHandle, Error> {
     let pool = pools.pool(address)?;
-    let client = pool.get().await.map_err(|e| Error::ConnectionFailed(format!("{e}")))?;
+    let client = pool.get().await.map_err(|e| Error::ConnectionFailed(checkout_error(&e)))?;
     Ok(PgHandle {
-        client: Arc::new(client),
-        in_transaction: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        client: Arc::new(Client { obj: Some(client), in_transaction: false.into(), broken: false.into() }),
         send: Arc::new(tokio::sync::Mutex::new(())),
     })
+}
+
+/// What a failed checkout says: which deadline passed, or why connecting failed.
+fn checkout_error(e: &deadpool_postgres::PoolError) -> String {
+    use deadpool_postgres::{PoolError, TimeoutType};
+    match e {
+        PoolError::Timeout(TimeoutType::Wait) => {
+            format!("no connection was free within {} s (all {POOL_SIZE} in use)", POOL_WAIT.as_secs())
+        }
+        PoolError::Timeout(TimeoutType::Create) => {
+            format!("the server did not complete a connection within {} s", CONNECT_WAIT.as_secs())
+        }
+        PoolError::Timeout(TimeoutType::Recycle) => "a pooled connection did not answer its check".into(),
+        other => other.to_string(),
+    }
 }
 
 /// SQL NULL for a parameter of any type (a typed `None` would fix the type).
@@ -278,31 +379,44 @@ fn query_error(e: tokio_postgres::Error) -> Error {
 
 impl PgHandle {
     async fn query(&self, sql: &str, values: &[ParameterValue]) -> Result<RowSet, Error> {
-        let boxed = params(values)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
-        let turn = self.send.lock().await;
-        // Prepared once per pooled connection: a repeated query is then one
-        // round trip instead of two (prepare + execute).
-        let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
-        note_transaction(&self.in_transaction, sql);
-        let columns = stmt
-            .columns()
-            .iter()
-            .map(|c| Column { name: c.name().to_string(), data_type: data_type(c.type_()) })
-            .collect();
-        let rows = sent_in_turn(turn, self.client.query(&stmt, &refs)).await.map_err(query_error)?;
-        let rows = rows.iter().map(|r| (0..r.len()).map(|i| value(r, i)).collect()).collect::<Result<Vec<_>, _>>()?;
-        Ok(RowSet { columns, rows })
+        let unanswered = Unanswered(&self.client.broken);
+        let result = async {
+            let boxed = params(values)?;
+            let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+            let turn = self.send.lock().await;
+            // Prepared once per pooled connection: a repeated query is then
+            // one round trip instead of two (prepare + execute).
+            let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
+            note_transaction(&self.client.in_transaction, sql);
+            let columns = stmt
+                .columns()
+                .iter()
+                .map(|c| Column { name: c.name().to_string(), data_type: data_type(c.type_()) })
+                .collect();
+            let rows = sent_in_turn(turn, self.client.query(&stmt, &refs)).await.map_err(query_error)?;
+            let rows =
+                rows.iter().map(|r| (0..r.len()).map(|i| value(r, i)).collect()).collect::<Result<Vec<_>, _>>()?;
+            Ok(RowSet { columns, rows })
+        }
+        .await;
+        unanswered.answered();
+        result
     }
 
     async fn execute(&self, sql: &str, values: &[ParameterValue]) -> Result<u64, Error> {
-        let boxed = params(values)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
-        let turn = self.send.lock().await;
-        let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
-        let n = sent_in_turn(turn, self.client.execute(&stmt, &refs)).await.map_err(query_error)?;
-        note_transaction(&self.in_transaction, sql);
-        Ok(n)
+        let unanswered = Unanswered(&self.client.broken);
+        let result = async {
+            let boxed = params(values)?;
+            let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+            let turn = self.send.lock().await;
+            let stmt = self.client.prepare_cached(sql).await.map_err(query_error)?;
+            let n = sent_in_turn(turn, self.client.execute(&stmt, &refs)).await.map_err(query_error)?;
+            note_transaction(&self.client.in_transaction, sql);
+            Ok(n)
+        }
+        .await;
+        unanswered.answered();
+        result
     }
 }
 

@@ -4,6 +4,7 @@
 //! `invalid-address`, as in Spin.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ::redis::aio::ConnectionManager;
 use tokio::sync::Mutex;
@@ -14,30 +15,73 @@ use super::{Spin, SpinView, with_view};
 
 #[derive(Default)]
 pub struct RedisPools {
-    conns: Mutex<HashMap<String, ConnectionManager>>,
+    links: Mutex<HashMap<String, Arc<Link>>>,
 }
 
 impl RedisPools {
-    async fn get(&self, address: &str) -> Result<ConnectionManager, Error> {
-        let mut conns = self.conns.lock().await;
-        if let Some(c) = conns.get(address) {
+    async fn get(&self, address: &str) -> Result<Arc<Link>, Error> {
+        let mut links = self.links.lock().await;
+        if let Some(l) = links.get(address) {
+            return Ok(l.clone());
+        }
+        let link = Arc::new(Link::new(address).map_err(|_| Error::InvalidAddress)?);
+        link.connection().await.map_err(|e| Error::Other(format!("connecting to Redis: {e}")))?;
+        links.insert(address.to_string(), link.clone());
+        Ok(link)
+    }
+}
+
+/// Connecting and each command have deadlines, so a Redis that accepts and
+/// never answers fails a command within 2 s (D-F19).
+pub fn deadlines() -> ::redis::aio::ConnectionManagerConfig {
+    ::redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(std::time::Duration::from_secs(2))
+        .set_response_timeout(std::time::Duration::from_secs(2))
+        .set_number_of_retries(1)
+}
+
+/// One multiplexed connection to a Redis address, made anew after a command
+/// got no answer in time: the manager reconnects by itself only when the
+/// socket closes, and a server that went silent leaves it open, every later
+/// command queued behind the silence (D-F19).
+pub struct Link {
+    client: ::redis::Client,
+    current: Mutex<Option<ConnectionManager>>,
+}
+
+impl Link {
+    pub fn new(url: &str) -> ::redis::RedisResult<Self> {
+        Ok(Self { client: ::redis::Client::open(url)?, current: Mutex::new(None) })
+    }
+
+    /// The live connection, connecting first if there is none.
+    pub async fn connection(&self) -> ::redis::RedisResult<ConnectionManager> {
+        let mut current = self.current.lock().await;
+        if let Some(c) = &*current {
             return Ok(c.clone());
         }
-        let client = ::redis::Client::open(address).map_err(|_| Error::InvalidAddress)?;
-        let cfg = ::redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(std::time::Duration::from_secs(2))
-            .set_number_of_retries(1);
-        let mgr = ConnectionManager::new_with_config(client, cfg)
-            .await
-            .map_err(|e| Error::Other(format!("connecting to Redis: {e}")))?;
-        conns.insert(address.to_string(), mgr.clone());
-        Ok(mgr)
+        let c = ConnectionManager::new_with_config(self.client.clone(), deadlines()).await?;
+        *current = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Runs `cmd`; a command that timed out or lost its connection makes the
+    /// next one connect afresh.
+    pub async fn query<R: ::redis::FromRedisValue>(&self, cmd: &::redis::Cmd) -> ::redis::RedisResult<R> {
+        let mut c = self.connection().await?;
+        let out = cmd.query_async(&mut c).await;
+        if let Err(e) = &out
+            && (e.is_timeout() || e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal())
+        {
+            *self.current.lock().await = None;
+        }
+        out
     }
 }
 
 #[derive(Clone)]
 pub struct RedisHandle {
-    conn: ConnectionManager,
+    link: Arc<Link>,
 }
 
 fn other(e: ::redis::RedisError) -> Error {
@@ -66,8 +110,7 @@ fn to_result(v: ::redis::Value) -> Vec<RedisResult> {
 
 impl RedisHandle {
     async fn cmd<R: ::redis::FromRedisValue>(&self, cmd: ::redis::Cmd) -> Result<R, Error> {
-        let mut c = self.conn.clone();
-        cmd.query_async(&mut c).await.map_err(other)
+        self.link.query(&cmd).await.map_err(other)
     }
 }
 
@@ -90,7 +133,7 @@ impl<T> HostConnectionWithStore<T> for Spin {
         });
         let Some(services) = services else { return Ok(Err(Error::InvalidAddress)) };
         match services.redis.get(&address).await {
-            Ok(conn) => with_view!(accessor, |v| Ok(Ok(v.table.push(RedisHandle { conn })?))),
+            Ok(link) => with_view!(accessor, |v| Ok(Ok(v.table.push(RedisHandle { link })?))),
             Err(e) => Ok(Err(e)),
         }
     }

@@ -3,7 +3,9 @@
 # runner on Postgres and Redis, with the scripted model answering instantly.
 #  - social exit ("thanks!"): latency p50/p95 with one connection, and req/s;
 #  - RESPOND overhead: client-side total minus the model time the app
-#    reports in its `done` event, over sequential requests.
+#    reports in its `done` event, over sequential requests. Every measured
+#    request must be routed RESPOND (its `message` event's mode), or the
+#    script fails: a figure over other modes is not RESPOND's.
 source "$(dirname "$0")/lib.sh"
 command -v wrk >/dev/null || { say "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
 "$ROOT/scripts/build.sh"
@@ -47,7 +49,7 @@ say "RESPOND overhead (total minus model time), 300 sequential requests"
 python3 - "$URL" <<'PY'
 import json, sys, time, urllib.request
 url = sys.argv[1]
-totals, models, overheads = [], [], []
+totals, models, overheads, misrouted = [], [], [], []
 for i in range(330):
     body = json.dumps({"text": f"Explain point number {i} of the plan in detail please", "thread_id": f"bench-{i % 7}"}).encode()
     req = urllib.request.Request(url, data=body, headers={"Authorization": "Bearer bench", "Content-Type": "application/json"})
@@ -57,10 +59,17 @@ for i in range(330):
     done = [l for l in raw.split("\n\n") if l.startswith("event: done")][-1]
     model = json.loads(done.split("data: ", 1)[1])["model_ms"]
     mode = json.loads([l for l in raw.split("\n\n") if l.startswith("event: message")][0].split("data: ", 1)[1])["mode"]
-    if i >= 30:  # warm-up excluded
+    # Warm-up excluded (a thread's first messages are cold, and the router
+    # may send them to CLARIFY); every measured one must be RESPOND.
+    if i >= 30:
+        if mode != "RESPOND":
+            misrouted.append((i, mode))
         totals.append(total); models.append(model); overheads.append(total - model)
+if misrouted:
+    sys.exit(f"error: {len(misrouted)} of {len(totals)} measured requests were not routed RESPOND "
+             f"(request, mode): {misrouted[:10]}; the RESPOND figures would be wrong")
 def pct(a, p):
     a = sorted(a); return a[min(len(a) - 1, int(round(p / 100 * (len(a) - 1))))]
 print(f"n={len(totals)} total p50={pct(totals,50):.1f}ms p95={pct(totals,95):.1f}ms; "
-      f"model p50={pct(models,50):.1f}ms; overhead p50={pct(overheads,50):.1f}ms p95={pct(overheads,95):.1f}ms (last mode {mode})")
+      f"model p50={pct(models,50):.1f}ms; overhead p50={pct(overheads,50):.1f}ms p95={pct(overheads,95):.1f}ms (every one RESPOND)")
 PY

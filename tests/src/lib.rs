@@ -421,21 +421,14 @@ impl Resp {
 }
 
 /// The named events of a `text/event-stream` body with their JSON data.
+///
+/// Comment lines (`: keepalive`), `retry:` and `id:` lines carry no event
+/// and are skipped. A frame that carries an event but cannot be read as
+/// one (an `event:` with no `data:`, `data:` with no `event:`, or data
+/// that is not JSON) panics with the frame: dropping it would let a check
+/// that an event is absent pass on a malformed stream.
 pub fn parse_sse(raw: &str) -> Vec<(String, serde_json::Value)> {
-    raw.split("\n\n")
-        .filter_map(|frame| {
-            let mut name = None;
-            let mut data = None;
-            for line in frame.lines() {
-                if let Some(n) = line.strip_prefix("event: ") {
-                    name = Some(n.to_string());
-                } else if let Some(d) = line.strip_prefix("data: ") {
-                    data = serde_json::from_str(d).ok();
-                }
-            }
-            Some((name?, data?))
-        })
-        .collect()
+    raw.split("\n\n").filter_map(parse_sse_frame).collect()
 }
 
 /// `spin.toml` without the cron entries of the named tick jobs, so only a
@@ -518,4 +511,68 @@ pub fn openapi_description() -> serde_json::Value {
         .expect("python runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("the description as JSON")
+}
+
+/// One frame of [`parse_sse`]: `None` for a frame with no event in it.
+fn parse_sse_frame(frame: &str) -> Option<(String, serde_json::Value)> {
+    // A field's value drops one space after the colon (the SSE spec).
+    let field = |line: &str, name: &str| {
+        line.strip_prefix(name).and_then(|r| r.strip_prefix(':')).map(|v| v.strip_prefix(' ').unwrap_or(v).to_string())
+    };
+    let mut name = None;
+    let mut data: Option<String> = None;
+    for line in frame.lines() {
+        if let Some(n) = field(line, "event") {
+            name = Some(n);
+        } else if let Some(d) = field(line, "data") {
+            // Several data lines join with a newline (the SSE spec).
+            data = Some(match data {
+                Some(before) => format!("{before}\n{d}"),
+                None => d,
+            });
+        }
+    }
+    match (name, data) {
+        (None, None) => None,
+        (Some(name), Some(data)) => match serde_json::from_str(&data) {
+            Ok(v) => Some((name, v)),
+            Err(e) => panic!("SSE event `{name}` has data that is not JSON ({e}); the frame:\n{frame}"),
+        },
+        (Some(name), None) => panic!("SSE event `{name}` has no data line; the frame:\n{frame}"),
+        (None, Some(_)) => panic!("SSE frame with data but no event name; the frame:\n{frame}"),
+    }
+}
+
+#[cfg(test)]
+mod sse_tests {
+    use super::parse_sse;
+    use serde_json::json;
+
+    #[test]
+    fn events_are_read_and_comments_retry_and_id_lines_skipped() {
+        let raw = "retry: 3000\n\n: keepalive\n\nid: 4\nevent: message\ndata: {\"mode\":\"RESPOND\"}\n\nevent:done\ndata:{}\n\n";
+        assert_eq!(
+            parse_sse(raw),
+            vec![("message".to_string(), json!({"mode": "RESPOND"})), ("done".to_string(), json!({}))]
+        );
+        assert_eq!(parse_sse(""), vec![]);
+    }
+
+    #[test]
+    #[should_panic(expected = "SSE event `reminder` has data that is not JSON")]
+    fn an_event_whose_data_is_not_json_fails() {
+        parse_sse("event: message\ndata: {}\n\nevent: reminder\ndata: {\"id\": 1\n\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "SSE event `done` has no data line")]
+    fn an_event_without_data_fails() {
+        parse_sse("event: done\n\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "SSE frame with data but no event name")]
+    fn data_without_an_event_fails() {
+        parse_sse(": keepalive\n\ndata: {}\n\n");
+    }
 }

@@ -3,7 +3,10 @@
 //! into gists and facts, episodes (searchable) and concepts with
 //! relationships; by the labelled rules and by the scripted model; retries;
 //! two ticks at once; a crash mid-job followed by a run that does the work
-//! exactly once; and what recall, associate, introspect and forget make of it.
+//! exactly once; and what recall, associate, introspect and forget make of it
+//! (an exchange, or a whole topic with the episodes built from it). One test
+//! keeps the manifest's own schedule: the cron consolidates an exchange
+//! within 10 s with no tick from the test.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +14,7 @@ use mneme_background::cycle::RULES_LABEL;
 use mneme_e2e::cello::{self, PERSONAL, PLAIN};
 use mneme_e2e::fake_model::marker::{CHUNKER, EPISODE, SEMANTIC};
 use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
-use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
+use mneme_e2e::{App, BACKENDS, BackendEnv, TEST_KEY, test_env, without_crons};
 use serde_json::{Value, json};
 
 const T0: u64 = 1_800_000_000_000;
@@ -363,5 +366,161 @@ fn the_model_consolidates_with_retries_and_a_crash_mid_job_loses_nothing() {
         );
         assert!(system.contains("Still open: choose a bow."), "{system}");
         assert!(system.contains("- [concept] cello: The instrument the principal is learning."), "{system}");
+    }
+}
+
+/// How long one scheduled consolidation tick may take to run once it has
+/// started, on a busy machine (the job itself takes milliseconds).
+const TICK_RUN_MS: u64 = 2_000;
+
+/// The shipped schedule (D-B4, README "within 10 s of each exchange"):
+/// with the manifest's own `/tick/consolidate` cron, every 10 s, and not one
+/// tick from the test, one exchange over /chat is consolidated by the first
+/// scheduled tick after it: its chunker job is done within 10 s (plus the
+/// tick's own run), and its gist and fact are in memory.
+#[test]
+fn the_shipped_cron_consolidates_an_exchange_within_10_s() {
+    let shipped = std::fs::read_to_string(mneme_e2e::repo_root().join("spin.toml")).unwrap();
+    let entry = shipped.find("path = \"/tick/consolidate\"").expect("the manifest schedules consolidation");
+    let table = &shipped[shipped[..entry].rfind("[[application.tool.mneme.cron]]").unwrap()..entry];
+    assert!(table.contains("cron_expression = \"*/10 * * * * *\""), "every 10 s: {table}");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = App::start("spin.toml", &env(&b, None));
+        let text = "I decided to learn the cello this winter. My cello teacher is Ana Moreira.";
+        // On the system clock, as the cron's ticks are.
+        let r = app.call_as(TEST_KEY, "POST", "/chat", Some(&json!({"text": text, "thread_id": "t1"})), None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("event: message"), "{}", r.body);
+        let answered = Instant::now();
+        let job = loop {
+            let r = app.call_as(TEST_KEY, "GET", "/jobs?queue=memory-chunker-queue", None, None);
+            assert_eq!(r.status, 200, "{}", r.body);
+            let jobs = r.json();
+            let jobs = jobs.as_array().unwrap();
+            assert_eq!(jobs.len(), 1, "{jobs:?}");
+            if jobs[0]["status"] == "done" {
+                break jobs[0].clone();
+            }
+            assert!(
+                answered.elapsed() < Duration::from_secs(30),
+                "{backend:?}: no scheduled tick consolidated the exchange in 30 s: {jobs:?}\n{}",
+                app.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let seen = answered.elapsed();
+        let (queued, done) = (job["created_ms"].as_u64().unwrap(), job["updated_ms"].as_u64().unwrap());
+        // The first tick at a 10 s boundary after the exchange ran it.
+        let next_tick = (queued / 10_000 + 1) * 10_000;
+        assert!(done < next_tick + TICK_RUN_MS, "{backend:?}: queued {queued}, done {done}, next tick {next_tick}");
+        assert!(done - queued <= 10_000 + TICK_RUN_MS, "{backend:?}: {} ms", done - queued);
+        assert_eq!(job["attempts"], 1, "{job}");
+        eprintln!(
+            "{backend:?}: consolidated {} ms after the exchange (seen by the client after {seen:?})",
+            done - queued
+        );
+        assert!(app.log().contains("cron tick /tick/consolidate 200"), "{}", app.log());
+
+        // Its gist and fact, on the system clock.
+        let export = app.call_as(TEST_KEY, "GET", "/privacy/export", None, None).json();
+        let gists = export["memory"]["gists"].to_string();
+        assert!(gists.contains("The principal said: I decided to learn the cello this winter"), "{gists}");
+        let facts = export["memory"]["facts"].to_string();
+        assert!(facts.contains("\"cello_teacher\"") && facts.contains("Ana Moreira"), "{facts}");
+    }
+}
+
+/// Five exchanges on gardening, on their own thread.
+const GARDEN: [&str; 5] = [
+    "My tomato plants need more sun this summer",
+    "I water the vegetable garden every evening",
+    "Compost improves the soil of my vegetable beds",
+    "The raised garden beds hold carrots and lettuce",
+    "Slugs ate the basil seedlings in my garden again",
+];
+
+/// `POST /memory/forget` with `scope: "topic"` forgets the episodes built
+/// from the topic's exchanges (README: "Forgetting an exchange or a topic
+/// forgets the episodes built from it"): gone from the export, from
+/// `/search` and from the search index, with the concepts drawn from them;
+/// an episode on another topic stays, and is still found.
+#[test]
+fn forgetting_a_topic_forgets_the_episodes_built_from_it() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(&manifest(dir.path()), &env(&b, None));
+        converse(&app, &PLAIN, T0);
+        converse(&app, &PERSONAL, T0 + 5 * MIN);
+        for (i, t) in GARDEN.iter().enumerate() {
+            let r = app.call("POST", "/chat", Some(json!({"text": t, "thread_id": "t2"})), T0 + (10 + i as u64) * MIN);
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        let at = T0 + 20 * MIN;
+        let r = tick(&app, "consolidate", at);
+        assert!(r["jobs"].as_array().unwrap().iter().all(|j| j["status"] == "done"), "{r}");
+
+        // The cello topic, its exchanges, and the episodes built from them.
+        let exchanges = table(&app, "exchanges");
+        let topic_of =
+            |text: &str| exchanges.iter().find(|e| e["prompt"] == text).unwrap()["topic"].as_str().unwrap().to_string();
+        let cello = topic_of(PERSONAL[0]);
+        let garden = topic_of(GARDEN[0]);
+        assert_ne!(cello, garden, "{exchanges:?}");
+        let on_cello: Vec<String> = exchanges
+            .iter()
+            .filter(|e| e["topic"] == cello.as_str())
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect();
+        let episodes = table(&app, "episodes");
+        let built_from = |e: &Value, ids: &[String]| {
+            let of: Vec<String> = serde_json::from_str(e["exchange_ids"].as_str().unwrap()).unwrap();
+            of.iter().any(|x| ids.contains(x))
+        };
+        let (gone, kept): (Vec<&Value>, Vec<&Value>) = episodes.iter().partition(|e| built_from(e, &on_cello));
+        assert!(!gone.is_empty(), "episodes from the cello topic: {episodes:?}");
+        let gone: Vec<String> = gone.iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+        let kept: Vec<String> = kept.iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+        assert_eq!(kept.len(), 1, "the garden episode: {episodes:?}");
+        let search = |q: &str| -> Vec<String> {
+            get(&app, &format!("/search?q={q}&corpus=episode&k=10"))["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let found = search("cello%20bow%20posture");
+        assert!(gone.iter().all(|id| found.contains(id)), "every cello episode is found first: {found:?} {gone:?}");
+        assert!(search("tomato%20garden%20compost").contains(&kept[0]));
+        let concepts = table(&app, "semantic_concepts");
+        assert!(
+            concepts.iter().any(|c| gone.iter().any(|g| c["source_episodes"].as_str().unwrap().contains(g.as_str()))),
+            "concepts were drawn from the cello episodes: {concepts:?}"
+        );
+
+        let r = app.call("POST", "/memory/forget", Some(json!({"scope": "topic", "topic": cello})), at);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["forgotten"]["exchanges"], on_cello.len(), "{}", r.body);
+
+        // Gone from the export…
+        let left: Vec<String> = table(&app, "episodes").iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+        assert_eq!(left, kept, "only the garden episode is left");
+        assert!(table(&app, "exchanges").iter().all(|e| e["topic"] != cello.as_str()));
+        assert!(table(&app, "topics").iter().all(|t| t["name"] != cello.as_str()));
+        let concepts = table(&app, "semantic_concepts");
+        assert!(
+            concepts.iter().all(|c| gone.iter().all(|g| !c["source_episodes"].as_str().unwrap().contains(g.as_str()))),
+            "{concepts:?}"
+        );
+        // …from /search and the index, with no embedding left behind…
+        let found = search("cello%20bow%20posture");
+        assert!(found.iter().all(|id| !gone.contains(id)), "{found:?}");
+        let index = table(&app, "search_index");
+        assert!(index.iter().all(|row| !gone.iter().any(|g| row.to_string().contains(g.as_str()))), "{index:?}");
+        assert_eq!(table(&app, "search_vectors").len(), index.len(), "no embedding is left behind");
+        // …and the other topic's episode is still there and found.
+        assert!(search("tomato%20garden%20compost").contains(&kept[0]));
     }
 }

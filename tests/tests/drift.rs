@@ -3,12 +3,15 @@
 //! focus), the jittered schedule, seeded seed choices, spreading
 //! activation with cooldowns, the thought from the scripted model or the
 //! labelled rules, and each routed action's effects: REFLECT, PLAN (a
-//! persistent task), COMMUNICATE (a `drift` event) and COMMUNICATE in
-//! quiet hours (deferred, then delivered when the principal is back).
+//! persistent task), COMMUNICATE (a `drift` event), COMMUNICATE in
+//! quiet hours (deferred, then delivered when the principal is back),
+//! SEED_THREAD (a curiosity thread), and quiet hours in the principal's own
+//! zone (`utc_offset_minutes`).
 
 use mneme_background::Draws;
+use mneme_background::consolidate::concept_name;
 use mneme_background::cycle::RULES_LABEL;
-use mneme_background::drift::{SeedKind, next_run, pick, seed_kind};
+use mneme_background::drift::{SeedKind, next_run, pick, seed_kind, weighted};
 use mneme_e2e::cello::{self, PERSONAL, PLAIN};
 use mneme_e2e::fake_model::marker::{CHUNKER, EPISODE, SEMANTIC};
 use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
@@ -67,6 +70,16 @@ fn semantic_answer() -> Script {
 /// with nothing, episodes with `salience` for novelty and emotion, and
 /// semantic consolidation with the three pairs; no crons of the engines.
 fn model_app(b: &BackendEnv, dir: &std::path::Path, salience: u8) -> (FakeModel, App, String, Vec<(String, String)>) {
+    model_app_with(b, dir, salience, &[])
+}
+
+/// [`model_app`] with more Spin variables (`SPIN_VARIABLE_…`, value).
+fn model_app_with(
+    b: &BackendEnv,
+    dir: &std::path::Path,
+    salience: u8,
+    vars: &[(&str, &str)],
+) -> (FakeModel, App, String, Vec<(String, String)>) {
     let model = FakeModel::start(Script { reply: "Sounds good.".into(), ..Default::default() });
     model.route(marker::TRIAGE, triage_answer("RESPOND"));
     model.route(CHUNKER, script(json!({"gists": [], "facts": []})));
@@ -74,6 +87,7 @@ fn model_app(b: &BackendEnv, dir: &std::path::Path, salience: u8) -> (FakeModel,
     model.route(SEMANTIC, semantic_answer());
     let mut env = test_env(b, Some(&model));
     env.push(("SPIN_VARIABLE_LLM_LIGHT_MODEL".into(), "small-model".into()));
+    env.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let manifest = without_crons(dir, &["consolidate", "tasks", "drift"]);
     let app = App::start(&manifest, &env);
     (model, app, manifest, env)
@@ -450,5 +464,247 @@ fn a_cycle_that_outlives_its_lease_is_abandoned() {
         assert_eq!(result["ran"], false, "{result}");
         assert!(result["abandoned"].as_str().unwrap().contains("claim"), "{result}");
         assert_eq!(table(&app, "drift_log", at + LEASE_MS + 1).len(), 1, "only the taker's drift");
+    }
+}
+
+/// The names of the concepts the insight category would draw from, per
+/// topic, as the stage reads them at `at`: topics (not `general`) with 3
+/// exchanges or more in the week, by name, weighted by that count; each
+/// topic's pool, the 5 strongest concepts of its 5 newest episodes (or
+/// named for it), strongest first, then by id.
+fn insight_pools(app: &App, at: u64) -> Vec<(String, f64, Vec<String>)> {
+    let week = 7 * 24 * H;
+    let mut counts: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+    for e in table(app, "exchanges", at) {
+        let topic = e["topic"].as_str().unwrap();
+        if e["created_ms"].as_u64().unwrap() + week >= at && topic != "general" {
+            *counts.entry(topic.to_string()).or_default() += 1;
+        }
+    }
+    let episodes = table(app, "episodes", at);
+    let concepts = table(app, "semantic_concepts", at);
+    counts
+        .into_iter()
+        .filter(|(_, n)| *n >= 3)
+        .map(|(topic, n)| {
+            let mut eps: Vec<&Value> = episodes.iter().filter(|e| e["topic"] == topic.as_str()).collect();
+            eps.sort_by(|a, b| {
+                b["created_ms"].as_u64().cmp(&a["created_ms"].as_u64()).then(a["id"].as_str().cmp(&b["id"].as_str()))
+            });
+            let eps: Vec<String> = eps.iter().take(5).map(|e| format!("\"{}\"", e["id"].as_str().unwrap())).collect();
+            let named = concept_name(&topic.replace('-', " "));
+            let mut pool: Vec<&Value> = concepts
+                .iter()
+                .filter(|c| {
+                    let sources = c["source_episodes"].as_str().unwrap();
+                    (eps.iter().any(|e| sources.contains(e.as_str()))
+                        || c["name"] == named.as_str()
+                        || c["domain"] == topic.as_str())
+                        && c["confidence"].as_f64().unwrap() >= 0.4
+                })
+                .collect();
+            pool.sort_by(|a, b| {
+                let s = |c: &Value| c["strength"].as_f64().unwrap();
+                s(b).total_cmp(&s(a)).then(a["id"].as_str().cmp(&b["id"].as_str()))
+            });
+            let names = pool.iter().take(5).map(|c| c["name"].as_str().unwrap().to_string()).collect();
+            (topic, f64::from(n), names)
+        })
+        .collect()
+}
+
+/// A seed whose first seed attempt draws the insight category and, in the
+/// topic it draws, one of the concepts `names`: the seed and the topic.
+fn insight_seed(pools: &[(String, f64, Vec<String>)], names: &[&str]) -> (u64, String) {
+    let weights: Vec<f64> = pools.iter().map(|p| p.1).collect();
+    (1..5_000_000u64)
+        .find_map(|s| {
+            let mut d = Draws::new(s);
+            if next_run(0, d.draw(), d.draw()) > 300_000 || seed_kind(d.draw(), true) != SeedKind::Insight {
+                return None;
+            }
+            let (topic, _, pool) = &pools[weighted(&weights, d.draw())?];
+            let name = pool.get(pick(pool.len(), d.draw()))?;
+            names.contains(&name.as_str()).then(|| (s, topic.clone()))
+        })
+        .expect("some seed draws them")
+}
+
+/// SEED_THREAD end to end: an insight seed on a strong pair, with a
+/// thought close to two episodes (salience alignment) that COMMUNICATE
+/// cannot send (the principal has been away over 24 h), that REFLECT has
+/// already reflected on and that names nothing to do (no PLAN), becomes a
+/// curiosity thread on the seed's topic; while it is open, the next
+/// insight on that topic seeds none.
+#[test]
+fn an_insight_seed_opens_a_curiosity_thread_once_per_topic() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let (model, app, ..) = model_app(&b, dir.path(), 0);
+        let cello = cello_concepts(&model, &app);
+        // Both episodes' gist is "The principal planned cello practice
+        // with Ana."; the thought says the same (and no actionable verb).
+        let content = "The principal planned cello practice with Ana";
+        model.route(THOUGHT, thought("insight", content));
+
+        // D1, once the focus is over: the 0.8 pair, a REFLECT on it.
+        let d1 = T0 + 3 * H;
+        let r = app.tick("drift", d1, cello);
+        assert_eq!(r["drift"]["action"], "REFLECT", "{r}");
+        assert!(table(&app, "curiosity_threads", d1).is_empty());
+
+        // D2, over 24 h after the principal last wrote: an insight seed on
+        // a 1.0 pair (activation 0.7).
+        let d2 = T0 + 26 * H;
+        let strong = ["bow", "rosin", "posture", "endpin"];
+        let pools = insight_pools(&app, d2);
+        let (seed, topic) = insight_seed(&pools, &strong);
+        let r = app.tick("drift", d2, seed);
+        assert_eq!(r["ran"], true, "{r}");
+        assert_eq!(
+            (r["seed"]["kind"].as_str(), r["seed"]["topic"].as_str()),
+            (Some("insight"), Some(topic.as_str())),
+            "{r}"
+        );
+        assert!(strong.contains(&r["seed"]["name"].as_str().unwrap()), "{r}");
+        assert!((r["energy"].as_f64().unwrap() - 0.7).abs() < 1e-9, "{r}");
+        let verdicts = r["drift"]["verdicts"].as_array().unwrap().clone();
+        let why = |a: &str| verdicts.iter().find(|v| v["action"] == a).unwrap()["why"].as_str().unwrap().to_string();
+        assert_eq!(why("SEED_THREAD"), "every gate passed", "{r}");
+        assert_eq!(why("COMMUNICATE"), "the principal has been away over 24 h", "{r}");
+        assert_eq!(why("REFLECT"), "too close to a recent reflection", "{r}");
+        assert_eq!(why("PLAN"), "no actionable verb", "{r}");
+        assert_eq!(r["drift"]["action"], "SEED_THREAD", "over NURTURE's 0.35: {r}");
+        let thread = r["drift"]["applied"]["thread_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+        let drift_id = r["drift"]["drift_id"].as_str().unwrap().to_string();
+
+        // The thread, as exported.
+        let threads = table(&app, "curiosity_threads", d2);
+        assert_eq!(threads.len(), 1, "{threads:?}");
+        let t = &threads[0];
+        assert_eq!(t["id"], thread.as_str());
+        assert_eq!((t["topic"].as_str(), t["question"].as_str()), (Some(topic.as_str()), Some(content)), "{t}");
+        assert_eq!((t["status"].as_str(), t["drift_id"].as_str()), (Some("active"), Some(drift_id.as_str())), "{t}");
+        assert_eq!(t["seed_id"], r["seed"]["id"], "{t}");
+        assert_eq!(t["created_ms"].as_u64().map(|c| c >= d2), Some(true), "{t}");
+        let log = table(&app, "drift_log", d2);
+        let row = log.iter().find(|d| d["id"] == drift_id.as_str()).unwrap();
+        assert_eq!(
+            (row["action"].as_str(), row["seed_kind"].as_str()),
+            (Some("SEED_THREAD"), Some("insight")),
+            "{row}"
+        );
+        let events = table(&app, "events", d2);
+        assert!(events.iter().all(|e| !e["payload"].as_str().unwrap().contains(&drift_id)), "a thread says nothing");
+
+        // D3, after the concepts' rest and the insight throttle: another
+        // insight on the same topic finds the thread open.
+        let d3 = d2 + 61 * MIN;
+        let pools = insight_pools(&app, d3);
+        let (seed, again) = insight_seed(&pools, &strong);
+        assert_eq!(again, topic);
+        let r = app.tick("drift", d3, seed);
+        assert_eq!((r["ran"].as_bool(), r["seed"]["kind"].as_str()), (Some(true), Some("insight")), "{r}");
+        let verdicts = r["drift"]["verdicts"].as_array().unwrap();
+        let v = verdicts.iter().find(|v| v["action"] == "SEED_THREAD").unwrap();
+        assert_eq!(
+            (v["eligible"].as_bool(), v["why"].as_str()),
+            (Some(false), Some("a thread on the topic is open")),
+            "{r}"
+        );
+        assert_ne!(r["drift"]["action"], "SEED_THREAD", "{r}");
+        assert_eq!(table(&app, "curiosity_threads", d3).len(), 1);
+    }
+}
+
+/// Quiet hours (23:00–08:00) are the principal's, at `utc_offset_minutes`
+/// (here 600, UTC+10): a thought for the principal at 14:00 UTC (00:00
+/// for them) is held although 14:00 is not quiet at UTC, and is delivered
+/// only once they write after 08:00 their time (22:00 UTC); one at 23:30
+/// UTC (09:30 for them), which waits at UTC (the test above), is sent at
+/// once.
+#[test]
+fn quiet_hours_follow_the_principals_utc_offset() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let (model, app, ..) = model_app_with(&b, dir.path(), 0, &[("SPIN_VARIABLE_UTC_OFFSET_MINUTES", "600")]);
+        let cello = cello_concepts(&model, &app);
+        let concepts = table(&app, "semantic_concepts", T0 + 13 * MIN);
+        let n = concepts.len();
+        let on = |name: &str| seed_for(&[concept_index(&concepts, name)], n, 1);
+        let drift = |at: u64, seed: u64, content: &str| {
+            model.route(THOUGHT, thought("insight", content));
+            let r = app.tick("drift", at, seed);
+            assert_eq!(r["ran"], true, "{r}");
+            r
+        };
+        let drift_events = |at: u64| -> Vec<String> {
+            table(&app, "events", at)
+                .iter()
+                .filter(|e| e["type"] == "drift")
+                .map(|e| e["payload"].as_str().unwrap().to_string())
+                .collect()
+        };
+        // Two reflections on the 0.8 pair (an hour apart, for its rest), so
+        // that REFLECT is out for each thought when it comes again.
+        let x1 = "The principal practises the cello every morning before work";
+        let x2 = "Cello bows strung with horsehair suit the principal's gentle playing";
+        for (at, x, hour) in [(T0 + 3 * H, x1, 21), (T0 + 4 * H + 5 * MIN, x2, 22)] {
+            let r = drift(at, cello, x);
+            assert_eq!(r["drift"]["action"], "REFLECT", "{r}");
+            assert_eq!(r["drift"]["situation"]["local_hour"], hour, "{r}");
+        }
+
+        // 14:00 UTC is 00:00 at UTC+10: COMMUNICATE is held.
+        let held_at = T0 + 6 * H;
+        let r = drift(held_at, on("bow"), x1);
+        assert_eq!(r["drift"]["situation"]["local_hour"], 0, "{r}");
+        assert_eq!(
+            (r["drift"]["action"].as_str(), r["drift"]["delivery"].as_str()),
+            (Some("COMMUNICATE"), Some("deferred")),
+            "{r}"
+        );
+        let held = r["drift"]["drift_id"].as_str().unwrap().to_string();
+        assert!(drift_events(held_at).is_empty());
+        // 20:00 UTC is 06:00 for the principal, still quiet: a message then
+        // does not bring it (at UTC it would: 20:00 is day, and they wrote
+        // after it was held).
+        chat(&app, "Good morning, tuning the cello before breakfast today", T0 + 12 * H);
+        let r = app.tick("drift", T0 + 12 * H + MIN, 7);
+        assert_eq!(r["flushed"], json!([]), "{r}");
+        // 22:01 UTC is 08:01 for them: quiet hours are over, but they have
+        // not written since.
+        let r = app.tick("drift", T0 + 14 * H + MIN, 7);
+        assert_eq!(r["flushed"], json!([]), "{r}");
+        assert!(drift_events(T0 + 14 * H + MIN).is_empty());
+        // They write at 08:05 their time: the next tick delivers it, once.
+        chat(&app, "Back at the cello this morning with a brand new bow", T0 + 14 * H + 5 * MIN);
+        let r = app.tick("drift", T0 + 14 * H + 6 * MIN, 7);
+        assert_eq!(r["flushed"], json!([{"drift_id": held, "older_dropped": 0}]), "{r}");
+        let events = drift_events(T0 + 14 * H + 6 * MIN);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(events[0].contains(&held) && events[0].contains(x1), "{events:?}");
+        // They answer it; the queues are drained.
+        chat(&app, "Thanks, the morning practice really is going well", T0 + 14 * H + 10 * MIN);
+        app.tick("consolidate", T0 + 14 * H + 12 * MIN, 1);
+
+        // 23:30 UTC is 09:30 at UTC+10: COMMUNICATE is sent at once.
+        let sent_at = T0 + 15 * H + 30 * MIN;
+        let r = drift(sent_at, on("posture"), x2);
+        assert_eq!(r["drift"]["situation"]["local_hour"], 9, "{r}");
+        assert_eq!(
+            (r["drift"]["action"].as_str(), r["drift"]["delivery"].as_str()),
+            (Some("COMMUNICATE"), Some("sent")),
+            "{r}"
+        );
+        let sent = r["drift"]["drift_id"].as_str().unwrap().to_string();
+        let events = drift_events(sent_at);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(events.iter().any(|e| e.contains(&sent) && e.contains(x2)), "{events:?}");
+        let log = table(&app, "drift_log", sent_at);
+        let delivery = |id: &str| log.iter().find(|d| d["id"] == id).unwrap()["delivery"].as_str().unwrap().to_string();
+        assert_eq!((delivery(&held), delivery(&sent)), ("sent".to_string(), "sent".to_string()));
     }
 }

@@ -518,17 +518,21 @@ fn retrieve_ranks_by_the_seed_formula_computed_at_read_time() {
         for e in &results {
             let rel = e["relevance_score"].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&rel));
+            // The seed's closed lists and their weights, each listed: a
+            // type or confidence off them is a failure, not a default.
             let tw = match e["type"].as_str().unwrap() {
                 "framework" => 1.0,
                 "philosophy" => 0.9,
                 "standard" => 0.8,
                 "decision" => 0.7,
-                _ => 0.5,
+                "reaction" => 0.5,
+                other => panic!("{backend:?} {}: type {other:?} is not on the seed's list", e["id"]),
             };
             let cw = match e["confidence"].as_str().unwrap() {
                 "high" => 1.0,
                 "medium" => 0.7,
-                _ => 0.4,
+                "low" => 0.4,
+                other => panic!("{backend:?} {}: confidence {other:?} is not on the seed's list", e["id"]),
             };
             let fresh = match (e["stability"].as_str().unwrap(), e["source_date"].as_str().unwrap()) {
                 ("evergreen", _) | (_, "2027-06-01") => 1.0,

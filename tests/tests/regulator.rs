@@ -1,11 +1,11 @@
 //! The routing stability regulator and routing reflection (002 §10, §12)
 //! through the runner over HTTP, on both storage backends: one bounded
 //! change a day on the worst pressure, the router routing with it, the
-//! 48 h cooldown, the judgement that reverts a change that did not help;
-//! reflection batches by the scripted strong model, their filters, and the
+//! 48 h cooldown, the judgement that reverts a change that did not help
+//! and the one that keeps a change that did; reflection batches by the scripted strong model, their filters, and the
 //! regulator acting on a dominant disagreement dimension.
 
-use mneme_background::regulator::judge;
+use mneme_background::regulator::{Judgement, judge};
 use mneme_e2e::fake_model::{FakeModel, Script, marker, triage_answer};
 use mneme_e2e::{App, BACKENDS, BackendEnv, test_env, without_crons};
 use serde_json::{Value, json};
@@ -31,6 +31,17 @@ fn converse(app: &App, n: usize, from: u64) {
     for i in 0..n {
         let text = format!("The history of string instrument number {i} goes back many centuries");
         let r = app.call("POST", "/chat", Some(json!({"text": text, "thread_id": "t1"})), from + i as u64 * MIN);
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+}
+
+/// One plain statement on each of `n` fresh threads, a minute apart from
+/// `from`: a cold session's first statement goes to CLARIFY.
+fn first_messages(app: &App, n: usize, from: u64) {
+    for i in 0..n {
+        let text = format!("The history of bowed instrument number {i} is long and varied");
+        let body = json!({"text": text, "thread_id": format!("fresh-{from}-{i}")});
+        let r = app.call("POST", "/chat", Some(body), from + i as u64 * MIN);
         assert_eq!(r.status, 200, "{}", r.body);
     }
 }
@@ -104,6 +115,78 @@ fn the_regulator_moves_one_weight_a_day_and_reverts_what_did_not_help() {
         assert_eq!((log[0]["status"].as_str(), log[0]["pressure_after"].as_f64()), (verdict.as_str(), Some(after)));
         let days = table(&app, "routing_metrics", day3);
         assert_eq!(days.len(), 4, "one record a day regulated: {days:?}");
+    }
+}
+
+/// The other side of the judgement: a change whose pressure fell under
+/// 0.9 × what it was when it was made is kept (confirmed), with nothing
+/// reverted, and the router goes on routing with it.
+#[test]
+fn the_regulator_keeps_a_change_that_helped() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(&without_crons(dir.path(), &JOBS), &test_env(&b, None));
+
+        // Day 1: RESPOND overused; its base steps down 0.40 → 0.38.
+        converse(&app, 40, T0 + 2 * H);
+        let day1 = T0 + 24 * H;
+        let r = tick(&app, "regulate", day1);
+        let before = r["metrics"]["respond_overused"].as_f64().unwrap();
+        assert!(before > 0.10, "over its threshold: {r}");
+        assert_eq!(r["change"]["param"], "RESPOND.base", "{r}");
+        assert_eq!((r["change"]["from"].as_f64(), r["change"]["to"].as_f64()), (Some(0.4), Some(0.38)), "{r}");
+        let id = r["change"]["id"].as_str().unwrap().to_string();
+        // Day 2 is regulated (the change is not 48 h old yet: not judged).
+        let r = tick(&app, "regulate", day1 + 24 * H);
+        assert_eq!(r["judged"], json!([]), "{r}");
+
+        // Day 3: a day where the principal's messages are spread over
+        // sessions, a third of them first messages (CLARIFY), so RESPOND
+        // is no longer overused.
+        converse(&app, 27, day1 + 25 * H);
+        first_messages(&app, 13, day1 + 26 * H);
+        let day3 = day1 + 48 * H;
+        let r = tick(&app, "regulate", day3);
+        assert_eq!(r["metrics"]["decisions"], 40, "{r}");
+        assert!(r["metrics"]["mode_shares"]["CLARIFY"].as_f64().unwrap() >= 13.0 / 40.0, "{r}");
+        let after = r["metrics"]["respond_overused"].as_f64().unwrap();
+        assert!(after < 0.9 * before, "the pressure fell by more than 10%: {before} → {after}");
+        assert_eq!(judge(before, after), Judgement::Confirmed);
+        assert_eq!(
+            r["judged"],
+            json!([{"id": id, "param": "RESPOND.base", "verdict": "confirmed", "pressure_after": after}]),
+            "{r}"
+        );
+        // Kept: the weight is still the changed one, and with no pressure
+        // over its threshold nothing else moves.
+        assert_eq!(r["change"], Value::Null, "{r}");
+        assert_eq!(r["no_change"], "no pressure over its threshold", "{r}");
+        assert_eq!(weight(&app, "RESPOND.base", day3), Some(0.38));
+        let log = table(&app, "routing_adjustments", day3);
+        assert_eq!(log.len(), 1, "{log:?}");
+        assert_eq!(
+            (log[0]["id"].as_str(), log[0]["status"].as_str(), log[0]["pressure_after"].as_f64()),
+            (Some(id.as_str()), Some("confirmed"), Some(after)),
+            "{log:?}"
+        );
+        assert_eq!(log[0]["to_value"].as_f64(), Some(0.38), "{log:?}");
+        // The router routes with the kept weight. A confirmed change is
+        // never judged again: when RESPOND is overused once more, the next
+        // step starts from it.
+        converse(&app, 40, day3 + H);
+        let last = table(&app, "routing_decisions", day3 + 2 * H);
+        let snapshot: Value = serde_json::from_str(last.last().unwrap()["weight_snapshot"].as_str().unwrap()).unwrap();
+        assert_eq!(snapshot["base"]["RESPOND"], 0.38, "{snapshot}");
+        let r = tick(&app, "regulate", day3 + 24 * H);
+        assert!(r["metrics"]["respond_overused"].as_f64().unwrap() > 0.10, "{r}");
+        assert_eq!(r["judged"], json!([]), "{r}");
+        assert_eq!(r["change"]["param"], "RESPOND.base", "{r}");
+        assert_eq!(r["change"]["from"].as_f64(), Some(0.38), "{r}");
+        assert!(r["change"]["to"].as_f64().unwrap() < 0.38, "{r}");
+        let log = table(&app, "routing_adjustments", day3 + 24 * H);
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert_eq!(log.iter().find(|a| a["id"] == id.as_str()).unwrap()["status"], "confirmed", "{log:?}");
     }
 }
 

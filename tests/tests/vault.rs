@@ -3,13 +3,15 @@
 //! entries and rx artifacts and a second pull touches nothing; push sends
 //! a rec's status edits through the rec API and its rules, and everything
 //! else in a file goes back to what the store says; refused edits stay in
-//! the file with the API's reason and a failing exit.
+//! the file with the API's reason and a failing exit. Skipping and
+//! dismissing go through the same way; without `--url` both commands find
+//! the app at `MNEME_URL`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use mneme_e2e::{App, BACKENDS, BackendEnv, TEST_KEY, repo_root, test_env};
+use mneme_e2e::{App, BACKENDS, Backend, BackendEnv, TEST_KEY, repo_root, test_env};
 use serde_json::{Value, json};
 
 const INGEST: &str = "test-ingest-token";
@@ -27,8 +29,20 @@ fn ingest(app: &App, who: &str, date: &str) {
 
 /// `mneme vault <verb> <dir>` against `app`: `(succeeded, stdout + stderr)`.
 fn vault(app: &App, verb: &str, dir: &Path, key: Option<&str>) -> (bool, String) {
+    vault_at(verb, dir, key, Some(&app.url), None)
+}
+
+/// `mneme vault <verb> <dir>` with `--url url` when given and `MNEME_URL`
+/// set to `env_url` when given (and unset otherwise).
+fn vault_at(verb: &str, dir: &Path, key: Option<&str>, url: Option<&str>, env_url: Option<&str>) -> (bool, String) {
     let mut cmd = Command::new(repo_root().join("target/release/mneme"));
-    cmd.args(["vault", verb]).arg(dir).args(["--url", &app.url]).env_remove("MNEME_API_KEY");
+    cmd.args(["vault", verb]).arg(dir).env_remove("MNEME_API_KEY").env_remove("MNEME_URL");
+    if let Some(u) = url {
+        cmd.args(["--url", u]);
+    }
+    if let Some(u) = env_url {
+        cmd.env("MNEME_URL", u);
+    }
     if let Some(k) = key {
         cmd.env("MNEME_API_KEY", k);
     }
@@ -201,4 +215,141 @@ fn pull_touches_only_what_changed_and_push_sends_status_edits_through_the_api() 
         assert!(out.contains(&format!("removed  {ke}")) && out.contains(&format!("kept     {art}")), "{out}");
         assert!(!d.join(ke).exists() && d.join(&art).exists());
     }
+}
+
+/// A fitness rec and a finance rec, each run once; `(rec id, artifact
+/// path)` of each.
+fn two_recs(app: &App) -> [(String, String); 2] {
+    let doors = [
+        (
+            "fitness",
+            json!({"observations": [{"kind": "checkin", "energy": 2, "sleep": 2},
+                                           {"kind": "workout", "type": "strength", "minutes": 40}]}),
+        ),
+        (
+            "finance",
+            json!({"observations": [
+            {"kind": "position", "symbol": "AAPL", "value": 900, "cost_basis": 1000, "target_weight": 0.5},
+            {"kind": "position", "symbol": "MSFT", "value": 100, "cost_basis": 100, "target_weight": 0.5},
+            {"kind": "alert", "ref": "a1", "severity": "low", "message": "earnings"}]}),
+        ),
+    ];
+    doors.map(|(door, obs)| {
+        let r = app.call_as(TEST_KEY, "POST", &format!("/rx/{door}/observations"), Some(&obs), None);
+        assert_eq!(r.status, 201, "{door}: {}", r.body);
+        let r = app.call_as(TEST_KEY, "POST", &format!("/rx/{door}"), None, None);
+        assert_eq!(r.status, 201, "{door}: {}", r.body);
+        let run = r.json();
+        let id = run["rec_id"].as_str().unwrap_or_else(|| panic!("{door} keeps its recs in the store: {run}"));
+        (id.to_string(), run["path"].as_str().unwrap().to_string())
+    })
+}
+
+/// `status: skipped` and `status: dismissed` in the frontmatter go through
+/// the rec API as those dispositions (a skip is a kind of acting, and
+/// needs no fit score), with the outcome note beside them; the files then
+/// show what the store says, and a second push has nothing to send.
+#[test]
+fn push_sends_skipped_and_dismissed_through_the_rec_api() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = App::start("spin.toml", &test_env(&b, None));
+        let [(skip_id, skip_art), (dismiss_id, dismiss_art)] = two_recs(&app);
+        for id in [&skip_id, &dismiss_id] {
+            let r = rec(&app, id);
+            assert_eq!((r["status"].as_str(), r["acted_disposition"].as_str()), (Some("open"), None), "{r}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("vault");
+        pull(&app, &d);
+        edit(&d, &skip_art, "status: \"open\"", "status: skipped\noutcome_note: travelling all week");
+        edit(&d, &dismiss_art, "status: \"open\"", "status: dismissed");
+        let (ok, out) = push(&app, &d);
+        assert!(ok, "{out}");
+        assert!(out.contains(&format!("sent     {skip_art}: {skip_id} is acted")), "{out}");
+        assert!(out.contains(&format!("sent     {dismiss_art}: {dismiss_id} is dismissed")), "{out}");
+        assert!(out.contains("2 sent, 0 restored, 0 failed"), "{out}");
+
+        let skipped = rec(&app, &skip_id);
+        assert_eq!(
+            (skipped["status"].as_str(), skipped["acted_disposition"].as_str(), skipped["outcome_note"].as_str()),
+            (Some("acted"), Some("skipped"), Some("travelling all week")),
+            "{skipped}"
+        );
+        assert!(skipped["acted_at"].is_string(), "{skipped}");
+        assert_eq!(skipped["subjective_fit_1_5"], Value::Null, "a skip carries no fit score: {skipped}");
+        let dismissed = rec(&app, &dismiss_id);
+        assert_eq!(
+            (dismissed["status"].as_str(), dismissed["acted_disposition"].as_str()),
+            (Some("dismissed"), Some("dismissed")),
+            "{dismissed}"
+        );
+        // The list by status agrees.
+        for (id, status) in [(&skip_id, "acted"), (&dismiss_id, "dismissed")] {
+            let r = app.call_as(TEST_KEY, "GET", &format!("/v1/rx/recs?status={status}"), None, None);
+            assert_eq!(r.status, 200, "{}", r.body);
+            let listed: Vec<Value> = r.json()["recs"].as_array().unwrap().clone();
+            assert_eq!(listed.len(), 1, "{listed:?}");
+            assert_eq!(listed[0]["id"], id.as_str(), "{listed:?}");
+        }
+
+        // Each file is the store's copy again, with the status it now has.
+        for (art, status) in [(&skip_art, "acted"), (&dismiss_art, "dismissed")] {
+            let now = read(&d, art);
+            assert_eq!(now, exported(&app, art), "{art}");
+            assert!(now.contains(&format!("status: \"{status}\"")), "{now}");
+        }
+        let (ok, out) = push(&app, &d);
+        assert!(ok && out.contains("0 sent, 0 restored, 0 failed"), "{out}");
+        assert_eq!(rec(&app, &skip_id)["status"], "acted");
+        assert_eq!(rec(&app, &dismiss_id)["status"], "dismissed");
+    }
+}
+
+/// A loopback address nothing listens on.
+fn dead_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
+/// Without `--url`, pull and push reach the app at `MNEME_URL` (a trailing
+/// slash is fine); `--url` wins over it. (The embedded backend: the
+/// address is the client's business, not the store's.)
+#[test]
+fn without_url_pull_and_push_use_mneme_url() {
+    let b = BackendEnv::new(Backend::Embedded);
+    let mut env = test_env(&b, None);
+    env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+    let app = App::start("spin.toml", &env);
+    ingest(&app, "Alice", "2026-11-20");
+    let ke = "Knowledge/KE-0001.md";
+    let dead = dead_url();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("vault");
+
+    // MNEME_URL pointing nowhere: the pull fails naming that address, and
+    // writes nothing.
+    let (ok, out) = vault_at("pull", &d, Some(TEST_KEY), None, Some(&dead));
+    assert!(!ok && out.contains(&format!("{dead}/vault/export")), "{out}");
+    assert!(!d.join(ke).exists());
+    // At the app: the pull writes the vault.
+    let (ok, out) = vault_at("pull", &d, Some(TEST_KEY), None, Some(&format!("{}/", app.url)));
+    assert!(ok && out.contains(&format!("wrote    {ke}")), "{out}");
+    assert_eq!(read(&d, ke), exported(&app, ke));
+    // `--url` wins over MNEME_URL.
+    let (ok, out) = vault_at("pull", &d, Some(TEST_KEY), Some(&app.url), Some(&dead));
+    assert!(ok && out.contains("0 written, 1 unchanged"), "{out}");
+    let (ok, out) = vault_at("pull", &d, Some(TEST_KEY), Some(&dead), Some(&app.url));
+    assert!(!ok && out.contains(&format!("{dead}/vault/export")), "{out}");
+
+    // Push too: an edit of an entry goes back to the store's copy, which
+    // push reads from MNEME_URL.
+    let entry = read(&d, ke);
+    edit(&d, ke, "Postgres", "MySQL");
+    let (ok, out) = vault_at("push", &d, Some(TEST_KEY), None, Some(&dead));
+    assert!(!ok && out.contains(&dead), "{out}");
+    assert!(read(&d, ke).contains("MySQL"), "nothing reached the app, nothing changed here");
+    let (ok, out) = vault_at("push", &d, Some(TEST_KEY), None, Some(&app.url));
+    assert!(ok && out.contains(&format!("restored {ke}")), "{out}");
+    assert_eq!(read(&d, ke), entry);
 }

@@ -108,13 +108,14 @@ fn main() {
     let (s, v, _) = post(&app, "/rx/fitness/observations", Some(&json!({"observations": obs})), now);
     assert_eq!(s, 201, "{v}");
     for i in 0..20 {
-        post(
+        let (s, v, _) = post(
             &app,
             "/documents",
             Some(&json!({"title": format!("Training note {i}"),
             "text": format!("Training consistency note {i}: sessions per week and missed workouts decide progress.")})),
             now,
         );
+        assert_eq!(s, 201, "document {i}: {v}");
     }
 
     let (mut full, mut dedup) = (Vec::new(), Vec::new());

@@ -508,14 +508,16 @@ pub struct Begin {
 /// doors take the lock in one transaction and write a confirmation in
 /// another.
 pub async fn begin(r: Begin) -> Result<J> {
-    let stores = Stores::open().await?;
-    let sql = &stores.sql;
-    let door = load_door(sql, &r.door).await?;
+    // No connection is held while waiting for the door: each attempt takes
+    // one from the pool and gives it back, so twenty runs queued on one door
+    // cannot starve the run that holds it of connections (D-R6).
+    let door = load_door(&mneme_store::open_sql().await?, &r.door).await?;
     let now = r.now_ms;
     let claim = random_hex(8);
     if matches!(door.signals, SignalSource::Sql { .. }) && !matches!(door.store, Store::Http { .. }) {
         return with_door(&door, async || {
-            let out = sql
+            let conn = mneme_store::open_sql().await?;
+            let out = conn
                 .transaction(async |sql: &Sql| {
                     if !try_claim(sql, &door, &claim).await? {
                         return Ok(None);
@@ -584,7 +586,8 @@ pub async fn begin(r: Begin) -> Result<J> {
         .await;
     }
     let steps = with_door(&door, async || {
-        Ok(sql
+        let conn = mneme_store::open_sql().await?;
+        Ok(conn
             .transaction(async |sql: &Sql| match try_claim(sql, &door, &claim).await? {
                 true => local_steps(sql, &door, now).await.map(Some),
                 false => Ok(None),
@@ -592,6 +595,8 @@ pub async fn begin(r: Begin) -> Result<J> {
             .await?)
     })
     .await?;
+    let conn = mneme_store::open_sql().await?;
+    let sql = &conn;
     let out = async {
         let mut trace = Trace::default();
         trace.push_timed("0.5", steps.revive.0, steps.revive.1);

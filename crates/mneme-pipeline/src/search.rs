@@ -44,7 +44,18 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
 }
 
 /// Appends a signature to the corpus's last block, or starts a new block.
+///
+/// The block is read, changed and written back, so two writers must not do
+/// it at once: on SQLite every write transaction already holds the write
+/// lock (`BEGIN IMMEDIATE`); on Postgres the corpus's transaction-scoped
+/// advisory lock queues them. Without it, concurrent document batches lost
+/// signatures or collided on a new block's key (a 500). A transaction that
+/// publishes takes the event lock first (D-C21), so the two locks are always
+/// taken in the same order.
 async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> Result<()> {
+    if sql.kind() == mneme_store::sql::SqlKind::Postgres {
+        sql.execute("SELECT pg_advisory_xact_lock(hashtext('vector_blocks:' || $1))", &[corpus.into()]).await?;
+    }
     let last = sql
         .query(
             "SELECT block, n, seqs, sigs FROM vector_blocks WHERE corpus = $1 ORDER BY block DESC LIMIT 1",

@@ -13,10 +13,16 @@ use spin_sdk::{pg, sqlite};
 
 use crate::StoreError;
 
-/// The most one store call (a statement, a connect, a key-value command)
-/// waits for its answer before it fails with `store-unavailable`: below 5 s,
-/// so a request whose store went silent gets its 503 within 5 s (D-F19).
+/// The most one call to a store across the network (a statement, a
+/// connect, a key-value command) waits for its answer before it fails with
+/// `store-unavailable`: below 5 s, so a request whose store went silent
+/// gets its 503 within 5 s (D-F19).
 pub const DEADLINE: Duration = Duration::from_secs(4);
+
+/// The same for the in-process SQLite file, which cannot go silent the way
+/// a server can: a wait there is the queue of writers ahead (D-F20), and a
+/// write that waits its turn is better than one refused.
+pub const SQLITE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// How long a rollback after a failure may take.
 const ROLLBACK_WAIT: Duration = Duration::from_secs(1);
@@ -262,11 +268,11 @@ enum Conn {
 
 impl Sql {
     pub async fn open_sqlite(label: &str) -> Result<Self, StoreError> {
-        let conn = within(DEADLINE, "opening the SQLite database", async {
+        let conn = within(SQLITE_DEADLINE, "opening the SQLite database", async {
             sqlite::Connection::open(label).await.map_err(sqlite_error)
         })
         .await?;
-        Ok(Self { conn: Conn::Sqlite(conn), deadline: DEADLINE.into() })
+        Ok(Self { conn: Conn::Sqlite(conn), deadline: SQLITE_DEADLINE.into() })
     }
 
     pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {

@@ -14,8 +14,8 @@
 //! queue here instead, first come first served, on the file's writer gate:
 //! a `BEGIN IMMEDIATE` (or `EXCLUSIVE`) takes it until its transaction ends,
 //! a write outside a transaction for that statement, a write inside a
-//! deferred transaction until it ends. A writer still waiting after 5 s gets
-//! the same "database is locked" error SQLite would give (D-F20).
+//! deferred transaction until it ends. A writer still waiting after 30 s
+//! gets the same "database is locked" error SQLite would give (D-F20).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -29,8 +29,9 @@ use super::{Spin, SpinView, with_view};
 /// Idle connections kept per database file.
 const POOL_MAX: usize = 16;
 
-/// How long a writer waits for the one ahead of it.
-const WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a writer waits for its turn: as long as the app waits for a
+/// SQLite statement (`mneme_store::sql::SQLITE_DEADLINE`).
+const WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A configured database file.
 pub struct SqliteDb {

@@ -32,6 +32,7 @@ start bench
 for conf in "-t1 -c1" "-t1 -c8" "-t2 -c16"; do
   wrk $conf -d10s --latency "http://127.0.0.1:$PORT/hello" | grep -E "^ +(50|90|99)%|Requests/sec" | sed "s/^ */wrk $conf: /"
 done
-say "instantiation time per request (from the runner's log)"
+say "instantiation (from the runner's log): requests that reused a live instance, and the time of a new one"
+reused=$(grep -c 'GET /hello probe 200 [0-9.]*ms inst=reused' "$STATE/logbench" || true)
 grep -o 'GET /hello probe 200 [0-9.]*ms inst=[0-9]*us' "$STATE/logbench" | sed 's/.*inst=\([0-9]*\)us/\1/' | sort -n \
-  | awk '{a[NR]=$1} END {printf "instantiate_us n=%d p50=%d p95=%d p99=%d\n", NR, a[int(NR*0.5)], a[int(NR*0.95)], a[int(NR*0.99)]}'
+  | awk -v reused="$reused" '{a[NR]=$1} END {printf "instances reused by %d requests; %d new, instantiate_us p50=%d p95=%d max=%d\n", reused, NR, a[int(NR*0.5)+(NR<2)], a[int(NR*0.95)+(NR<2)], a[NR]}'

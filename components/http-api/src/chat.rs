@@ -155,6 +155,8 @@ pub async fn handle(req: Request) -> Reply {
 enum Frame {
     Raw(String),
     Status(String),
+    /// Answers whether the client is still reading (see [`Out::confirm`]).
+    Confirm(futures::channel::oneshot::Sender<()>),
     Close,
 }
 
@@ -178,6 +180,18 @@ impl Out {
     fn gone(&self) -> bool {
         self.frames.is_closed()
     }
+    /// Whether the client is still reading once everything sent so far is
+    /// out. A socket the client closed still takes the first write after
+    /// the close (the reset comes back afterwards), so the writer sends two
+    /// comments, [`CONFIRM_GAP_MS`] apart, after what came before; the
+    /// answer is yes only if both went out.
+    async fn confirm(&mut self) -> bool {
+        let (ack, acked) = futures::channel::oneshot::channel();
+        if self.frames.unbounded_send(Frame::Confirm(ack)).is_err() {
+            return false;
+        }
+        acked.await.is_ok()
+    }
 }
 
 /// Forwards frames to the client, adding keepalives and `still_working`,
@@ -197,6 +211,17 @@ async fn writer(mut rx: mpsc::UnboundedReceiver<Frame>, mut tx: impl futures::Si
                         s
                     }
                     Frame::Raw(s) => s,
+                    Frame::Confirm(ack) => {
+                        for _ in 0..2 {
+                            spin_sdk::time::sleep(Duration::from_millis(CONFIRM_GAP_MS)).await;
+                            if tx.send(sse::comment("delivered")).await.is_err() {
+                                return;
+                            }
+                        }
+                        let _ = ack.send(());
+                        last_write = clock::system_ms();
+                        continue;
+                    }
                     Frame::Close => unreachable!(),
                 };
                 if tx.send(s).await.is_err() {
@@ -571,6 +596,15 @@ async fn path_b(
                         json!({"text": r["text"], "topic": r["topic"], "mode": r["mode"], "confidence": r["confidence"],
                                "exchange_id": r["exchange_id"], "source": r["source"]}),
                     );
+                    // The client may have gone just before the reply was
+                    // taken for it: then /events gets it after all.
+                    if !out.confirm().await {
+                        act_stage::take_tool_reply(
+                            json!({"job_id": job_id, "request_id": request_id, "give_up": true, "gone": true})
+                                .to_string(),
+                        )
+                        .await?;
+                    }
                 } else {
                     let why = r["error"].as_str().unwrap_or("the tool worker failed");
                     out.event(
@@ -605,6 +639,9 @@ async fn path_b(
     }
     Ok(clock::system_ms().saturating_sub(started))
 }
+
+/// The gap between the two comments that confirm a client still reads.
+const CONFIRM_GAP_MS: u64 = 100;
 
 /// How often the stream looks for the tool worker's reply.
 const TOOL_POLL_MS: u64 = 200;

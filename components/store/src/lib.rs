@@ -42,7 +42,7 @@ impl Guest for Stage {
     async fn health(deadline_ms: u32) -> StoreHealth {
         let limit = std::time::Duration::from_millis(u64::from(deadline_ms.max(1)));
         let sql_check = timed(mneme_store::sql::within(limit, "the SQL store", async {
-            let sql = mneme_store::open_sql().await?;
+            let sql = mneme_store::open_sql_for_checks().await?;
             let level = migrate::level(&sql).await?;
             Ok((level, migrate::latest(&sql)))
         }));

@@ -311,7 +311,8 @@ pub struct TakeRequest {
     /// already here.
     pub give_up: bool,
     /// The client went away: the reply goes to `/events` even when it is
-    /// already here, since nobody would read it on the stream.
+    /// already here, or was taken for the stream, since nobody would read
+    /// it there.
     #[serde(default)]
     pub gone: bool,
 }
@@ -328,7 +329,8 @@ pub async fn take(r: TakeRequest) -> Result<J> {
         memory::publishing(sql, async |sql: &Sql| {
             let rows = sql
                 .query(
-                    "UPDATE jobs SET delivery = 'events' WHERE id = $1 AND delivery IS NULL RETURNING status, result",
+                    "UPDATE jobs SET delivery = 'events' WHERE id = $1 AND (delivery IS NULL OR delivery = 'chat')
+                     RETURNING status, result",
                     &[r.job_id.into()],
                 )
                 .await?;

@@ -53,6 +53,21 @@ pub async fn configured_kinds() -> (sql::SqlKind, kv::KvKind) {
     (sql, kv)
 }
 
+/// Opens the SQL store for a health check: on PostgreSQL under its own
+/// `application_name`, which the host pools apart from the app's traffic, so
+/// a pool busy with a flood of requests is not mistaken for a server that
+/// does not answer.
+pub async fn open_sql_for_checks() -> Result<Sql, StoreError> {
+    match variable("pg_url").await? {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            Sql::open_postgres(&format!("{url}{sep}application_name=mneme-health")).await
+        }
+        Some(url) => Sql::open_postgres(&format!("{url} application_name=mneme-health")).await,
+        None => Sql::open_sqlite("default").await,
+    }
+}
+
 /// Opens only the SQL store selected by configuration, for a stage call
 /// that needs nothing else.
 pub async fn open_sql() -> Result<Sql, StoreError> {

@@ -24,6 +24,16 @@ pub const DEADLINE: Duration = Duration::from_secs(4);
 /// write that waits its turn is better than one refused.
 pub const SQLITE_DEADLINE: Duration = Duration::from_secs(30);
 
+/// How long a request may queue for one of the app's PostgreSQL
+/// connections while every one is in use.
+const POOL_QUEUE: Duration = Duration::from_secs(30);
+
+/// Whether a failed open only found every pooled connection in use (the
+/// `mneme` runner says so; a server that does not answer fails otherwise).
+fn pool_busy(e: &StoreError) -> bool {
+    e.code == "store-unavailable" && e.message.contains("no connection was free")
+}
+
 /// How long a rollback after a failure may take.
 const ROLLBACK_WAIT: Duration = Duration::from_secs(1);
 
@@ -277,11 +287,21 @@ impl Sql {
 
     pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
         let url = with_deadlines(url);
-        let conn = within(DEADLINE, "connecting to PostgreSQL", async {
-            pg::Connection::open(&url).await.map_err(pg_sdk_error)
-        })
-        .await?;
-        Ok(Self { conn: Conn::Postgres(conn), deadline: DEADLINE.into() })
+        let started = std::time::Instant::now();
+        loop {
+            let opened = within(DEADLINE, "connecting to PostgreSQL", async {
+                pg::Connection::open(&url).await.map_err(pg_sdk_error)
+            })
+            .await;
+            match opened {
+                Ok(conn) => return Ok(Self { conn: Conn::Postgres(conn), deadline: DEADLINE.into() }),
+                // The server answers; the app's connections are all in use by
+                // other requests (a flood). Waiting in that queue is not
+                // waiting on a silent server, so wait longer (D-F19).
+                Err(e) if pool_busy(&e) && started.elapsed() < POOL_QUEUE => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub fn kind(&self) -> SqlKind {

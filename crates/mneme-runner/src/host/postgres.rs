@@ -31,8 +31,9 @@ use super::spin::postgres::postgres::{
 };
 use super::{Spin, SpinView, with_view};
 
-/// Connections per address.
-const POOL_SIZE: usize = 16;
+/// Connections per address (Spin keeps 64; 32 leaves room on a default
+/// PostgreSQL's 100 for a second runner and the health checks' own pool).
+const POOL_SIZE: usize = 32;
 /// How long a request waits for a pooled connection to be free.
 const POOL_WAIT: std::time::Duration = std::time::Duration::from_secs(4);
 /// How long connecting (TCP, startup and authentication) may take.

@@ -26,13 +26,18 @@ fn split_path(path: &str) -> Option<(&str, &str)> {
     }
     let cut = path[..end].rfind('/')?;
     let (prefix, name) = (&path[..cut], &path[cut + 1..]);
-    (name.len() <= 100 && !name.is_empty()).then_some((prefix, name))
+    // An empty prefix would read back without the path's leading `/`.
+    (name.len() <= 100 && !name.is_empty() && !prefix.is_empty()).then_some((prefix, name))
 }
 
-/// The archive of `files`; `Err` names a path too long for ustar.
+/// The archive of `files`; `Err` names a path ustar cannot hold: too long,
+/// or with a NUL (which ends a header field, so it would read back cut).
 pub fn archive(files: &[File]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     for f in files {
+        if f.path.contains('\0') {
+            return Err(format!("a path holds a NUL, which a tar archive cannot: {:?}", f.path));
+        }
         let (prefix, name) =
             split_path(f.path).ok_or_else(|| format!("path too long for a tar archive: {}", f.path))?;
         let mut h = [0u8; 512];
@@ -178,5 +183,21 @@ mod tests {
         assert_eq!(&a[..4], b"f.md");
         assert_eq!(&a[345..465], "d".repeat(120).as_bytes());
         assert!(archive(&[File { path: &"x".repeat(300), contents: b"", mtime_secs: 0 }]).is_err());
+    }
+
+    /// Found by `fuzz/fuzz_targets/tar.rs`: these paths read back other
+    /// than written, so the writer refuses them.
+    #[test]
+    fn paths_that_would_read_back_changed_are_refused() {
+        let nul = archive(&[File { path: "\0\u{5}", contents: b"", mtime_secs: 0 }]).unwrap_err();
+        assert!(nul.contains("NUL"), "{nul}");
+        assert!(archive(&[File { path: "a\0b.md", contents: b"", mtime_secs: 0 }]).is_err());
+        // 101 bytes whose only `/` leads: the prefix field would be empty
+        // and the `/` lost.
+        let rooted = format!("/{}", "n".repeat(100));
+        assert!(archive(&[File { path: &rooted, contents: b"", mtime_secs: 0 }]).is_err());
+        let short_rooted = format!("/{}", "n".repeat(99));
+        let a = archive(&[File { path: &short_rooted, contents: b"x", mtime_secs: 0 }]).unwrap();
+        assert_eq!(entries(&a).unwrap(), vec![(short_rooted, b"x".to_vec())]);
     }
 }

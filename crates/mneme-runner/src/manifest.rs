@@ -497,3 +497,245 @@ source = "store.wasm"
         assert!(parse_str(&bad).is_err());
     }
 }
+
+/// Properties: no manifest text, however malformed or near-valid, makes
+/// the loader panic (see docs/FUZZING.md).
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        // 512 cases unless `PROPTEST_CASES` asks for more (or fewer).
+        let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512);
+        ProptestConfig { cases, ..ProptestConfig::default() }
+    }
+
+    /// A valid app with one public HTTP component.
+    const APP: &str = "spin_manifest_version = 2\n[application]\nname = \"t\"\n[[trigger.http]]\nroute = \"/...\"\n\
+                       component = \"api\"\n[component.api]\nsource = \"api.wasm\"\n";
+
+    fn pick(items: &[&'static str]) -> impl Strategy<Value = &'static str> + use<> {
+        prop::sample::select(items.to_vec())
+    }
+
+    /// Mostly one of `good`, sometimes one of `bad`, so that most cases get
+    /// past the first checks and reach the later ones.
+    fn mostly(good: &[&'static str], bad: &[&'static str]) -> impl Strategy<Value = &'static str> + use<> {
+        prop_oneof![12 => pick(good), 1 => pick(bad)]
+    }
+
+    fn component_id() -> impl Strategy<Value = &'static str> {
+        mostly(&["api", "store", "llm", "tick-2"], &["Bad", "a--b", "-x", "x-", ""])
+    }
+
+    /// A `cron_expression`: tokens cron accepts, and near misses.
+    fn cron_expression() -> impl Strategy<Value = String> {
+        const TOKENS: &[&str] = &[
+            "*",
+            "0",
+            "59",
+            "60",
+            "*/5",
+            "*/0",
+            "0/0",
+            "1-5",
+            "5-1",
+            "1-5/2",
+            "1,2,3",
+            ",",
+            "-",
+            "/",
+            "?",
+            "L",
+            "W",
+            "MON",
+            "MON-FRI",
+            "FRI-MON",
+            "JAN",
+            "DEC-JAN",
+            "4294967296",
+            "99999999999999999999",
+            "2026",
+            "1970-2100",
+            "3000-1970",
+            "#",
+            "1#2",
+            "*/99999999999",
+        ];
+        let valid = (
+            pick(&["0", "*/5", "*", "0-59/10", "59", "1,2"]),
+            pick(&["0", "*", "*/15", "30"]),
+            pick(&["0", "*", "9-17", "23"]),
+            pick(&["*", "1", "31", "1-15", "?", "L"]),
+            pick(&["*", "1", "12", "JAN-MAR", "*/2"]),
+            pick(&["*", "?", "MON-FRI", "1-5", "SUN", "6"]),
+            pick(&["", "2026", "2020-2100", "*"]),
+        )
+            .prop_map(|(s, m, h, d, mo, w, y)| format!("{s} {m} {h} {d} {mo} {w} {y}").trim_end().to_string());
+        prop_oneof![
+            2 => valid,
+            1 => prop::collection::vec(pick(TOKENS), 0..9).prop_map(|t| t.join(" ")),
+            1 => prop::collection::vec(pick(TOKENS), 6..=7).prop_map(|t| t.join(" ")),
+        ]
+    }
+
+    fn route() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => mostly(
+                &["/...", "/", "/a", "/a/...", "/:id", "/a/:b/...", "/é"],
+                &["", "a", "/:", "/a...", "/a/.../b", "//"],
+            )
+            .prop_map(|r| format!("route = {r:?}")),
+            1 => Just("route = { private = true }".to_string()),
+            1 => pick(&["route = { private = false }", "route = 3", ""]).prop_map(str::to_string),
+        ]
+    }
+
+    fn dependency() -> impl Strategy<Value = String> {
+        let key = mostly(&["mneme:store", "mneme:store/a", "mneme:llm/b@1.0", "a:b"], &["bad", "a:", ":b"]);
+        let inherit = mostly(&["true", "false", "[\"files\"]"], &["[\"x\"]", "[1]", "1", "\"all\""]);
+        let value = prop_oneof![
+            3 => component_id().prop_map(|c| format!("{{ component = {c:?} }}")),
+            3 => (component_id(), inherit)
+                .prop_map(|(c, i)| format!("{{ component = {c:?}, inherit_configuration = {i} }}")),
+            1 => pick(&["\"1.0\"", "{ path = \"x.wasm\" }", "3"]).prop_map(str::to_string),
+        ];
+        (key, value).prop_map(|(k, v)| format!("{k:?} = {v}\n"))
+    }
+
+    /// The body of one `[component.<id>]` table and its dependencies.
+    fn component(id: &'static str) -> impl Strategy<Value = String> {
+        (
+            mostly(&["source = \"a.wasm\""], &["source = { url = \"https://x\", digest = \"d\" }", "source = 1", ""]),
+            pick(&[
+                "",
+                "",
+                "key_value_stores = [\"default\"]",
+                "files = [\"a\", { source = \"s\", destination = \"/d\" }]",
+            ]),
+            mostly(&["", "variables = { a = \"{{ x }}\" }"], &["variables = { Bad = \"x\" }"]),
+            any::<bool>(),
+            prop::collection::vec(dependency(), 0..3),
+        )
+            .prop_map(move |(source, cap, vars, inherit, deps)| {
+                format!(
+                    "[component.{id:?}]\n{source}\n{cap}\n{vars}\ndependencies_inherit_configuration = {inherit}\n\
+                     [component.{id:?}.dependencies]\n{}",
+                    deps.concat()
+                )
+            })
+    }
+
+    fn trigger() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => (route(), component_id()).prop_map(|(r, c)| format!("[[trigger.http]]\n{r}\ncomponent = {c:?}\n")),
+            1 => (
+                component_id(),
+                cron_expression(),
+                mostly(&["", "path = \"/tick/x\""], &["path = \"tick\"", "path = 1"]),
+            )
+                .prop_map(|(c, e, p)| format!("[[trigger.cron]]\ncomponent = {c:?}\ncron_expression = {e:?}\n{p}\n")),
+            1 => (component_id(), cron_expression(), mostly(&["true", "false"], &["1", "\"yes\""])).prop_map(
+                |(c, e, s)| format!(
+                    "[[application.tool.mneme.cron]]\ncomponent = {c:?}\ncron_expression = {e:?}\nat_startup = {s}\n"
+                )
+            ),
+            1 => Just("[[trigger.mqtt]]\ncomponent = \"api\"\n".to_string()),
+            // Mostly the component every manifest here may have, and a public route.
+            6 => (cron_expression(), any::<bool>()).prop_map(|(e, startup)| format!(
+                "[[trigger.http]]\nroute = \"/tick/...\"\ncomponent = \"api\"\n[[trigger.cron]]\ncomponent = \"api\"\n\
+                 cron_expression = {e:?}\nat_startup = {startup}\n"
+            )),
+        ]
+    }
+
+    /// A manifest close to a valid one: every section present, each mostly
+    /// with values Spin takes and sometimes with values it refuses.
+    fn near_valid() -> impl Strategy<Value = String> {
+        let variables = prop::collection::btree_map(
+            mostly(&["token", "x1"], &["Bad", "a__b", "a_", ""]),
+            mostly(
+                &["{ default = \"x\" }", "{ required = true }", "{ secret = true }"],
+                &["{ required = true, default = \"x\" }", "{ other = 1 }", "\"x\""],
+            ),
+            0..3,
+        );
+        let components = prop::collection::btree_set(component_id(), 0..4)
+            .prop_map(|mut ids| {
+                ids.insert("api");
+                ids
+            })
+            .prop_flat_map(|ids| ids.into_iter().map(component).collect::<Vec<_>>());
+        (
+            mostly(&["2"], &["1", "\"2\"", "-1", "4294967296"]),
+            mostly(
+                &["", "[application.trigger.http]\nbase = \"/\"", "[application.trigger.http]\nbase = \"/api/\""],
+                &["[application.trigger.http]\nbase = \"\"", "[application.trigger.http]\nbase = 1"],
+            ),
+            mostly(
+                &[""],
+                &[
+                    "[application.tool.mneme]\ncron_token_variable = \"token\"",
+                    "[application.tool.mneme]\ncron = 3",
+                    "[application.tool.mneme]\ncron = [1]",
+                ],
+            ),
+            variables,
+            components,
+            prop::collection::vec(trigger(), 0..4),
+        )
+            .prop_map(|(version, base, tool, vars, comps, triggers)| {
+                // Array tables under [application] come before [variables];
+                // the rest may go in any order.
+                let (app_tables, others): (Vec<String>, Vec<String>) =
+                    triggers.into_iter().partition(|t| t.starts_with("[[application."));
+                let vars: String = vars.iter().map(|(n, v)| format!("{n:?} = {v}\n")).collect();
+                format!(
+                    "spin_manifest_version = {version}\n[application]\nname = \"t\"\n{base}\n{tool}\n{}\n\
+                     [variables]\n{vars}\n{}\n{}",
+                    app_tables.concat(),
+                    others.concat(),
+                    comps.join("\n"),
+                )
+            })
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn near_valid_manifests_load_or_are_refused(text in near_valid()) {
+            // About 3% of these load; the rest are refused at every check.
+            if let Ok(m) = parse(&text, Path::new("/app")) {
+                // What loads is consistent: triggers name known components.
+                prop_assert!(m.http.iter().all(|t| m.components.contains_key(&t.component)));
+                prop_assert!(m.cron.iter().all(|c| m.components.contains_key(&c.component) && c.path.starts_with('/')));
+            }
+        }
+
+        #[test]
+        fn toml_ish_text_loads_or_is_refused(
+            tail in "([\\[\\]a-z_.=\"'{}, \n0-9:/*#-]|trigger|component|source|route|cron_expression){0,120}",
+            prefixed in any::<bool>(),
+        ) {
+            let text = if prefixed {
+                format!("spin_manifest_version = 2\n[application]\nname = \"t\"\n{tail}")
+            } else {
+                tail
+            };
+            let _ = parse(&text, Path::new("/app"));
+        }
+
+        #[test]
+        fn any_text_loads_or_is_refused(text in any::<String>()) {
+            let _ = parse(&text, Path::new("."));
+        }
+
+        #[test]
+        fn a_cron_expression_parses_or_is_refused(expr in cron_expression()) {
+            let text = format!("{APP}[[trigger.cron]]\ncomponent = \"api\"\ncron_expression = {expr:?}\n");
+            let _ = parse(&text, Path::new("/app"));
+        }
+    }
+}

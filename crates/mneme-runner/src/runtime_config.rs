@@ -134,3 +134,83 @@ mod tests {
         assert!(c.merge("[sqlite_database.x]\ntype = \"libsql\"\n", Path::new("/")).is_err());
     }
 }
+
+/// Properties: no runtime-config text makes the loader panic (see
+/// docs/FUZZING.md).
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        // 512 cases unless `PROPTEST_CASES` asks for more (or fewer).
+        let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512);
+        ProptestConfig { cases, ..ProptestConfig::default() }
+    }
+
+    fn pick(items: &[&'static str]) -> impl Strategy<Value = &'static str> + use<> {
+        prop::sample::select(items.to_vec())
+    }
+
+    /// One table close to a valid one.
+    fn table() -> impl Strategy<Value = String> {
+        (
+            pick(&["key_value_store", "sqlite_database", "llm_compute", "other"]),
+            pick(&["default", "cache", "\"a b\"", "\"\"", "é"]),
+            pick(&[
+                "type = \"spin\"",
+                "type = \"redis\"",
+                "type = \"remote_http\"",
+                "type = \"libsql\"",
+                "type = 1",
+                "",
+            ]),
+            pick(&["", "path = \"kv.db\"", "path = \"/abs/kv.db\"", "path = \"../x\"", "path = 1", "path = \"\""]),
+            pick(&[
+                "",
+                "url = \"redis://h\"",
+                "url = \"http://h/v1/\"",
+                "url = \"\"",
+                "url = []",
+                "auth_token = \"t\"",
+            ]),
+        )
+            .prop_map(|(section, label, ty, path, url)| {
+                if section == "llm_compute" {
+                    format!("[llm_compute]\n{ty}\n{url}\n")
+                } else {
+                    format!("[{section}.{label}]\n{ty}\n{path}\n{url}\n")
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn near_valid_configs_load_or_are_refused(tables in prop::collection::vec(table(), 0..5)) {
+            let mut c = RuntimeConfig::defaults(Path::new("/s"));
+            if c.merge(&tables.concat(), Path::new("/cfg")).is_ok() {
+                prop_assert!(c.kv.contains_key("default") && c.sqlite.contains_key("default"));
+                if let Some(llm) = &c.llm {
+                    prop_assert!(!llm.url.ends_with('/'));
+                }
+            }
+        }
+
+        #[test]
+        fn toml_ish_text_loads_or_is_refused(
+            text in "([\\[\\]a-z_.=\"'{}, \n0-9:/#-]|key_value_store|sqlite_database|llm_compute|type|spin|redis)\
+                     {0,120}"
+        ) {
+            let mut c = RuntimeConfig::defaults(Path::new("/s"));
+            let _ = c.merge(&text, Path::new("/cfg"));
+        }
+
+        #[test]
+        fn any_text_loads_or_is_refused(text in any::<String>()) {
+            let mut c = RuntimeConfig::defaults(Path::new("/s"));
+            let _ = c.merge(&text, Path::new(""));
+        }
+    }
+}

@@ -453,8 +453,11 @@ pub fn patch_frontmatter(markdown: &str, key: &str, value: &Value) -> String {
     let Some(end) = rest.find("\n---\n") else { return markdown.to_string() };
     let (head, body) = (&rest[..end], &rest[end..]);
     let mut found = false;
+    // Split on `\n` alone: `lines()` would also drop the `\r` of a `\r\n`,
+    // and a `---\r` line rejoined as `---` would end the frontmatter early.
     let mut lines: Vec<String> = head
-        .lines()
+        .split('\n')
+        .filter(|_| !head.is_empty())
         .map(|l| {
             if l.split_once(':').is_some_and(|(k, _)| k.trim() == key) {
                 found = true;
@@ -620,6 +623,22 @@ mod tests {
         let added = patch_frontmatter(&with_id, "store_id", &json!("x"));
         assert_eq!(frontmatter_field(&added, "store_id"), Some(json!("x")));
         assert!(added.ends_with("body status: open\n"));
+    }
+
+    /// Found by `crates/mneme-rx/tests/prop.rs`: a `\r\n` in the head was
+    /// rejoined as `\n`, turning a `---\r` line into the closing `---`, so
+    /// the patch was not idempotent and the field could be lost.
+    #[test]
+    fn a_patch_keeps_carriage_returns_in_the_head() {
+        let md = "---\n\r\n---\r\n---\n";
+        let once = patch_frontmatter(md, "id", &Value::Null);
+        assert_eq!(once, "---\n\r\n---\r\nid: null\n---\n");
+        assert_eq!(patch_frontmatter(&once, "id", &Value::Null), once);
+        assert_eq!(frontmatter_field(&once, "id"), Some(Value::Null));
+        let crlf = "---\nstatus: \"open\"\r\n---\r\nx: 1\n---\nbody\n";
+        let patched = patch_frontmatter(crlf, "status", &json!("acted"));
+        assert_eq!(patched, "---\nstatus: \"acted\"\n---\r\nx: 1\n---\nbody\n");
+        assert_eq!(frontmatter_field(&patched, "status"), Some(json!("acted")));
     }
 
     #[test]

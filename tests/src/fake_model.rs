@@ -48,6 +48,8 @@ pub mod marker {
     pub const CHUNKER: &str = "You read one exchange between the principal";
     pub const EPISODE: &str = "You turn a stretch of conversation";
     pub const SEMANTIC: &str = "You read episodes from the principal";
+    /// The narrative of one recommendation (rx step 6).
+    pub const RX_COMPOSE: &str = "You write the narrative of one recommendation";
 }
 
 type Routes = Arc<Mutex<Vec<(String, Script)>>>;

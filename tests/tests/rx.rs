@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 const RX_TOKEN: &str = "test-rx-ingest-token";
 const STORE_TOKEN: &str = "token-for-the-external-store";
 /// Found in the composing call's system prompt.
-const COMPOSE: &str = "You write the narrative of one recommendation";
+const COMPOSE: &str = mneme_e2e::fake_model::marker::RX_COMPOSE;
 const HOUR: u64 = 3_600_000;
 const DAY: u64 = 24 * HOUR;
 

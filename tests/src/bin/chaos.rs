@@ -1034,15 +1034,23 @@ fn soak(b: Backend, minutes: u64) {
     let model =
         FakeModel::start(Script { reply: "A short scripted answer for the soak.".into(), ..Default::default() });
     model.route(marker::TRIAGE, triage_answer("RESPOND"));
+    // A draft the content rules accept: a counter-thesis, and no number
+    // the signals do not hold (it names none).
+    let draft = json!({"tldr": "Training load drives the drift.", "seeing": "Runs changed this week.",
+        "recommendation": "Keep the runs short.", "why": "Load moved most.",
+        "counter_thesis": {"argument": "The change may be noise.", "reject_if": "load settles alone", "accept_if": "load keeps moving"}});
+    model.route(marker::RX_COMPOSE, Script { reply: draft.to_string(), ..Default::default() });
     let be = BackendEnv::new(b);
     let app = App::start("spin.toml", &env_for(&be, Some(&model)));
     let stop = AtomicBool::new(false);
     let errors = AtomicUsize::new(0);
     let requests = AtomicUsize::new(0);
+    // What failed, by method, path and status, for the row.
+    let kinds = std::sync::Mutex::new(std::collections::BTreeMap::<String, usize>::new());
     let mut samples = Vec::new();
     std::thread::scope(|s| {
         for worker in 0..4 {
-            let (app, stop, errors, requests) = (&app, &stop, &errors, &requests);
+            let (app, stop, errors, requests, kinds) = (&app, &stop, &errors, &requests, &kinds);
             s.spawn(move || {
                 let mut i = 0u64;
                 while !stop.load(Ordering::SeqCst) {
@@ -1059,6 +1067,8 @@ fn soak(b: Backend, minutes: u64) {
                     requests.fetch_add(1, Ordering::SeqCst);
                     if r.status >= 500 || (path == "/chat" && r.body.contains("event: error")) {
                         errors.fetch_add(1, Ordering::SeqCst);
+                        let code = r.body.split("\"code\":\"").nth(1).and_then(|c| c.split('"').next()).unwrap_or("");
+                        *kinds.lock().unwrap().entry(format!("{method} {path} {} {code}", r.status)).or_default() += 1;
                     }
                     i += 1;
                     std::thread::sleep(Duration::from_millis(400));
@@ -1079,7 +1089,7 @@ fn soak(b: Backend, minutes: u64) {
         "soak",
         n,
         &format!("{minutes} min, {} requests, errors", requests.load(Ordering::SeqCst)),
-        errors.load(Ordering::SeqCst).to_string(),
+        format!("{} {:?}", errors.load(Ordering::SeqCst), kinds.lock().unwrap()),
         errors.load(Ordering::SeqCst) == 0,
     );
     row("soak", n, "resident MB each minute", samples.iter().map(u64::to_string).collect::<Vec<_>>().join(" "), true);

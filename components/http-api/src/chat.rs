@@ -9,7 +9,7 @@
 //! behind `/tick/tools`, its reply awaited) or Path C (router → ACT loop →
 //! generation) → Phase D commit → `message` → `done`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
 use futures::future::{Either, select};
@@ -31,7 +31,7 @@ use crate::clock;
 use crate::mneme::act::act as act_stage;
 use crate::mneme::commit::commit;
 use crate::mneme::context::context;
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, ChatMessage, Completion, CompletionRequest, Tier};
 use crate::mneme::router::router;
 use crate::mneme::triage::triage;
 use crate::mneme::types::types::StageError;
@@ -46,7 +46,6 @@ const STILL_WORKING_MS: u64 = 20_000;
 const HARD_TIMEOUT_MS: u64 = 360_000;
 /// Budget of one ACT planning call and of generation's first token.
 const PLAN_TIMEOUT_MS: u32 = 10_000;
-const GENERATION_TIMEOUT_MS: u32 = 30_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,8 +128,10 @@ pub async fn handle(req: Request) -> Reply {
         out.event("status", json!({"stage": "processing"}));
         let started = clock::system_ms();
         match pipeline(&mut out, &msg, &rid, now).await {
-            Ok((model_ms, steps)) => {
+            Ok((model_us, steps)) => {
                 let d = clock::system_ms().saturating_sub(started);
+                // Milliseconds to the µs: the time spent waiting on models.
+                let model_ms = model_us as f64 / 1000.0;
                 out.event("done", json!({"duration_ms": d, "model_ms": model_ms, "steps": steps}));
             }
             Err(e) => {
@@ -322,7 +323,8 @@ async fn pipeline_steps(
     steps: &mut Steps,
 ) -> Result<u64, StageError> {
     let exchange_id = new_id();
-    let mut model_ms = 0u64;
+    // µs spent waiting on a model (see `model_wait_us`).
+    let mut model_us = 0u64;
     let started = clock::system_ms();
 
     // Phase B, layer 1 and step 2a, first: a social exit skips the embedding.
@@ -364,7 +366,7 @@ async fn pipeline_steps(
     }
 
     // Model time counts the embedding model as well as the language model.
-    model_ms += ctx.embed_ms;
+    model_us += ctx.embed_us;
     out.event("status", json!({"stage": "thinking"}));
     let intent: Intent = screen.intent.clone().with_warmth(ctx.warmth);
 
@@ -387,10 +389,12 @@ async fn pipeline_steps(
         fact_count: ctx.facts.len(),
         tools: configured_tools().await?,
     };
+    let messages = system_user(tri::PROMPT, tri::user_message(&input));
     let t0 = clock::system_ms();
+    let call = Instant::now();
     let answer = llm::complete(CompletionRequest {
         tier: Tier::Light,
-        messages: system_user(tri::PROMPT, tri::user_message(&input)),
+        messages,
         max_tokens: Some(300),
         temperature: Some(0.1),
         json: true,
@@ -398,7 +402,7 @@ async fn pipeline_steps(
     })
     .await;
     let took = clock::system_ms().saturating_sub(t0);
-    model_ms += took;
+    model_us += model_wait_us(&answer, call);
     let (ans, error) = match answer {
         Ok(c) => (Some(c.text), None),
         Err(e) => (None, Some(e.code)),
@@ -429,7 +433,7 @@ async fn pipeline_steps(
         if !tools.is_empty() {
             let waited = path_b(out, msg, request_id, &exchange_id, &ctx, &intent, &tools, now).await?;
             steps.mark("tool_work");
-            return Ok(model_ms + waited);
+            return Ok(model_us + waited * 1000);
         }
     }
 
@@ -438,16 +442,16 @@ async fn pipeline_steps(
     let mut mode = if triaged.mode == Mode::Act {
         Mode::Act
     } else {
-        let (m, c, ms) = route(msg, &ctx, &intent, None, false, &exchange_id, now).await?;
+        let (m, c, us) = route(msg, &ctx, &intent, None, false, &exchange_id, now).await?;
         router_confidence = c;
-        model_ms += ms;
+        model_us += us;
         m
     };
 
     let mut act_results: Vec<ActResult> = Vec::new();
     if mode == Mode::Act {
-        let (results, ms) = act_loop(out, msg, &ctx, &triaged, &exchange_id, now).await?;
-        model_ms += ms;
+        let (results, us) = act_loop(out, msg, &ctx, &triaged, &exchange_id, now).await?;
+        model_us += us;
         act_results = results;
         // Re-route to a terminal mode: previous mode ACT, no tie-breaker.
         let (m, c, _) = route(msg, &ctx, &intent, Some(Mode::Act), true, &exchange_id, now).await?;
@@ -467,7 +471,7 @@ async fn pipeline_steps(
     let (text, source) = if mode == Mode::Ignore {
         (String::new(), ReplySource::Model)
     } else {
-        generate(out, mode, &ctx, &msg.text, &act_results, &mut model_ms).await
+        generate(out, mode, &ctx, &msg.text, &act_results, &mut model_us).await
     };
     let generation_ms = clock::system_ms().saturating_sub(gen_started);
     let confidence = generate::confidence(ctx.memory_confidence, router_confidence, source);
@@ -498,7 +502,17 @@ async fn pipeline_steps(
         json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": source_label}),
     );
     steps.mark("commit");
-    Ok(model_ms)
+    Ok(model_us)
+}
+
+/// The time one model call spent waiting on the model, in µs: what the
+/// llm stage measured around the wire, or, for a call that failed, the
+/// whole call (it failed waiting, or at once).
+fn model_wait_us(answer: &Result<Completion, StageError>, call: Instant) -> u64 {
+    match answer {
+        Ok(c) => c.wait_us,
+        Err(_) => call.elapsed().as_micros() as u64,
+    }
 }
 
 /// The configured tools, as triage reads them: `(name, description)`.
@@ -686,25 +700,24 @@ async fn route(
         )
         .await?,
     )?;
-    let mut model_ms = 0;
+    let mut model_us = 0;
     let mut answer = None;
     if let Some(m) = routed["tiebreak_message"].as_str() {
-        let t = clock::system_ms();
-        if let Ok(c) = llm::complete(CompletionRequest {
+        let messages = system_user(rt::TIEBREAKER_PROMPT, m.to_string());
+        let call = Instant::now();
+        let asked = llm::complete(CompletionRequest {
             tier: Tier::Light,
-            messages: system_user(rt::TIEBREAKER_PROMPT, m.to_string()),
+            messages,
             max_tokens: Some(20),
             temperature: Some(0.0),
             json: true,
             timeout_ms: rt::TIEBREAKER_TIMEOUT_MS,
         })
-        .await
-        {
-            answer = Some(c.text);
-        }
-        model_ms = clock::system_ms().saturating_sub(t);
+        .await;
+        model_us = model_wait_us(&asked, call);
+        answer = asked.ok().map(|c| c.text);
     }
-    let routing_ms = clock::system_ms().saturating_sub(t0).saturating_sub(model_ms);
+    let routing_ms = clock::system_ms().saturating_sub(t0).saturating_sub(model_us / 1000);
     let recorded: Value = decode(
         &router::record_decision(
             json!({"routed": routed, "tiebreak_answer": answer, "exchange_id": exchange_id, "thread_id": msg.thread_id,
@@ -715,7 +728,7 @@ async fn route(
     )?;
     let mode = serde_json::from_value::<Mode>(recorded["mode"].clone())
         .map_err(|e| StageError { code: "internal".into(), message: format!("router answer: {e}") })?;
-    Ok((mode, recorded["router_confidence"].as_f64().unwrap_or(0.0), model_ms))
+    Ok((mode, recorded["router_confidence"].as_f64().unwrap_or(0.0), model_us))
 }
 
 /// The ACT loop: plan (model, or rules without one), check termination,
@@ -732,7 +745,7 @@ async fn act_loop(
     let loop_id = new_id();
     let mut state = LoopState::default();
     let mut results: Vec<ActResult> = Vec::new();
-    let mut model_ms = 0;
+    let mut model_us = 0;
     let mut rule_based = false;
     let loop_started = clock::system_ms();
     loop {
@@ -752,17 +765,18 @@ async fn act_loop(
                 triaged.skills.join(", "),
                 if history.is_empty() { "(none)".into() } else { history }
             );
-            let t = clock::system_ms();
+            let messages = system_user(act::PROMPT, user);
+            let call = Instant::now();
             let answer = llm::complete(CompletionRequest {
                 tier: Tier::Primary,
-                messages: system_user(act::PROMPT, user),
+                messages,
                 max_tokens: Some(600),
                 temperature: Some(0.2),
                 json: true,
                 timeout_ms: PLAN_TIMEOUT_MS,
             })
             .await;
-            model_ms += clock::system_ms().saturating_sub(t);
+            model_us += model_wait_us(&answer, call);
             match answer.map(|c| act::parse_plan(&c.text)) {
                 Ok(Ok(p)) => p,
                 Ok(Err(_)) | Err(_) if state.iteration == 0 => {
@@ -796,7 +810,7 @@ async fn act_loop(
         log_iteration(&loop_id, exchange_id, &state, &plan, &dispatched, took, cost, None, rule_based, now).await?;
         results.extend(dispatched);
     }
-    Ok((results, model_ms))
+    Ok((results, model_us))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -829,16 +843,17 @@ async fn generate(
     ctx: &Assembled,
     text: &str,
     act: &[ActResult],
-    model_ms: &mut u64,
+    model_us: &mut u64,
 ) -> (String, ReplySource) {
-    let t = clock::system_ms();
+    let messages = msgs(generate::messages(mode, ctx, text, act));
+    let call = Instant::now();
     let (mut deltas, outcome) = llm::complete_stream(CompletionRequest {
         tier: Tier::Primary,
-        messages: msgs(generate::messages(mode, ctx, text, act)),
+        messages,
         max_tokens: Some(800),
         temperature: Some(generate::TEMPERATURE),
         json: false,
-        timeout_ms: GENERATION_TIMEOUT_MS,
+        timeout_ms: generate::TIMEOUT_MS,
     })
     .await;
     let mut streamed = String::new();
@@ -849,7 +864,7 @@ async fn generate(
         }
     }
     let result = outcome.await;
-    *model_ms += clock::system_ms().saturating_sub(t);
+    *model_us += model_wait_us(&result, call);
     match result {
         Ok(c) => {
             let cleaned = generate::clean(&c.text);

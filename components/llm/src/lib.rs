@@ -75,12 +75,14 @@ fn spin_infer(c: &Config, req: &CompletionRequest) -> Result<Completion, StageEr
     };
     let r = spin_sdk::llm::infer_with_options(spin_sdk::llm::InferencingModel::Other(&model), &prompt, options)
         .map_err(|e| error("model-error", format!("Spin llm interface: {e:?}")))?;
+    let waited = started.elapsed();
     Ok(Completion {
         text: mneme_llm::storable(&r.text),
         model,
         prompt_tokens: r.usage.prompt_token_count,
         completion_tokens: r.usage.generated_token_count,
-        took_ms: started.elapsed().as_millis() as u32,
+        took_ms: waited.as_millis() as u32,
+        wait_us: waited.as_micros() as u64,
     })
 }
 
@@ -124,21 +126,25 @@ impl Guest for Stage {
                 spin_sdk::http::send(http).await.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?;
             let status = resp.status();
             let bytes = read_capped(resp.into_body().stream()).await?;
-            if !status.is_success() {
-                return Err(status_error(status, &bytes));
-            }
-            mneme_llm::parse_answer(&bytes).map_err(|e| error("model-error", e.to_string()))
+            Ok::<_, StageError>((status, bytes))
         };
-        let answer = match select(Box::pin(call), Box::pin(sleep_ms(timeout_ms))).await {
+        let (status, bytes) = match select(Box::pin(call), Box::pin(sleep_ms(timeout_ms))).await {
             Either::Left((answer, _)) => answer?,
             Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
         };
+        // The whole answer is in: what follows is this stage's own work.
+        let wait_us = started.elapsed().as_micros() as u64;
+        if !status.is_success() {
+            return Err(status_error(status, &bytes));
+        }
+        let answer = mneme_llm::parse_answer(&bytes).map_err(|e| error("model-error", e.to_string()))?;
         Ok(Completion {
             text: answer.text,
             model: if answer.model.is_empty() { model } else { answer.model },
             prompt_tokens: answer.prompt_tokens,
             completion_tokens: answer.completion_tokens,
             took_ms: started.elapsed().as_millis() as u32,
+            wait_us,
         })
     }
 
@@ -269,6 +275,8 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         Either::Left((r, _)) => r.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?,
         Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
     };
+    // Time waiting on the model: until the head, then each wait for a chunk.
+    let mut waited = started.elapsed();
     let status = resp.status();
     let is_sse = resp
         .headers()
@@ -276,7 +284,9 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if !status.is_success() || !is_sse {
+        let read_started = Instant::now();
         let bytes = read_capped(resp.into_body().stream()).await?;
+        waited += read_started.elapsed();
         if !status.is_success() {
             return Err(status_error(status, &bytes));
         }
@@ -290,6 +300,7 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
             prompt_tokens: a.prompt_tokens,
             completion_tokens: a.completion_tokens,
             took_ms: started.elapsed().as_millis() as u32,
+            wait_us: waited.as_micros() as u64,
         });
     }
     let mut body = resp.into_body().stream();
@@ -297,7 +308,10 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
     let mut text = String::new();
     let mut pieces = 0u32;
     loop {
-        let chunk = match select(Box::pin(body.next()), Box::pin(sleep_ms(timeout_ms))).await {
+        let asked = Instant::now();
+        let next = select(Box::pin(body.next()), Box::pin(sleep_ms(timeout_ms))).await;
+        waited += asked.elapsed();
+        let chunk = match next {
             Either::Left((Some(c), _)) => c.map_err(|e| error("model-error", format!("model stream: {e:?}")))?,
             Either::Left((None, _)) => break,
             Either::Right(_) => return Err(error("model-timeout", format!("the stream stalled for {timeout_ms} ms"))),
@@ -326,6 +340,7 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         prompt_tokens: 0,
         completion_tokens: pieces,
         took_ms: started.elapsed().as_millis() as u32,
+        wait_us: waited.as_micros() as u64,
     })
 }
 

@@ -25,7 +25,6 @@ pub const LEASE_MS: u64 = 420_000;
 /// No new job starts after this much of one tick.
 const BUDGET_MS: u64 = 20_000;
 const CRITIC_TIMEOUT_MS: u32 = 5_000;
-const GENERATION_TIMEOUT_MS: u32 = 30_000;
 pub const CRITIC_PROMPT: &str = include_str!("../../../prompts/act-critic.md");
 
 /// Runs tool jobs until the queue is empty or the budget is spent.
@@ -222,7 +221,7 @@ async fn reply_text(ctx: &Assembled, text: &str, results: &[ActResult]) -> (Stri
         max_tokens: Some(800),
         temperature: Some(generate::TEMPERATURE),
         json: false,
-        timeout_ms: GENERATION_TIMEOUT_MS,
+        timeout_ms: generate::TIMEOUT_MS,
     })
     .await;
     match answer {

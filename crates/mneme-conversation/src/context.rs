@@ -283,6 +283,6 @@ pub struct Assembled {
     pub salience: f64,
     /// Milliseconds Phase A took.
     pub took_ms: u64,
-    /// Of which, computing the message's embedding (a model inference).
-    pub embed_ms: u64,
+    /// Of which, computing the message's embedding (a model inference), in µs.
+    pub embed_us: u64,
 }

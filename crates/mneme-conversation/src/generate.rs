@@ -17,6 +17,9 @@ pub const ACKNOWLEDGE: &str = include_str!("../../../prompts/frontal-cortex-ackn
 
 /// Temperature of generation.
 pub const TEMPERATURE: f32 = 0.5;
+/// How long one generation call may take, streamed or not: the design
+/// streams `still_working` at 20 s and gives up at 30 s (D-F19).
+pub const TIMEOUT_MS: u32 = 30_000;
 
 /// Where a reply came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

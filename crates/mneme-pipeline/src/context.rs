@@ -72,16 +72,16 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     }
     let name = stated.clone().or(r.opt_text("name")?);
 
-    let mut embed_ms = 0;
+    let mut embed_us = 0;
     let mut embedding = Vec::new();
     let (mut new_streak, mut new_focus) = (None, None);
     let (topic_name, is_new_topic, topic_confidence, streak, distracted) = if req.light {
         let t = prior_streak.as_ref().map_or(GENERAL_TOPIC.to_string(), |s| s.topic.clone());
         (t, false, 0.0, prior_streak.as_ref().map_or(0, |s| s.count), false)
     } else {
-        let t0 = mneme_store::kv::now_ms();
+        let t0 = std::time::Instant::now();
         embedding = embed(&req.text)?;
-        embed_ms = mneme_store::kv::now_ms().saturating_sub(t0);
+        embed_us = t0.elapsed().as_micros() as u64;
         let c =
             classify_topic(sql, &embedding, &req.text, prior_streak.as_ref().map(|s| s.topic.as_str()), now).await?;
         let streak = context::next_streak(prior_streak.as_ref(), &c.topic);
@@ -205,7 +205,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
         session_exchange_count: exchange_count,
         salience: context::salience(&req.text),
         took_ms: mneme_store::kv::now_ms().saturating_sub(started),
-        embed_ms,
+        embed_us,
     })
 }
 

@@ -9,7 +9,7 @@
 //! bounded change, and records the day's metrics. Reflection is two steps
 //! either side of the strong model's calls in the tick entry.
 
-use crate::{Result, Stores, as_store_error, in_list, json_text, random_hex};
+use crate::{Result, as_store_error, in_list, json_text, random_hex};
 use mneme_background::Draws;
 use mneme_background::regulator::{self as rules, Candidate, Change, Decision, Judgement, Pressure, Reflection};
 use mneme_conversation::router::Weights;
@@ -36,9 +36,9 @@ pub struct RegulateRequest {
 
 /// One regulator cycle, if the day is up.
 pub async fn regulate(r: RegulateRequest) -> Result<J> {
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let now = r.now_ms as i64;
-    let out = stores.sql.transaction(async |sql: &Sql| cycle(sql, now).await.map_err(as_store_error)).await?;
+    let out = sql.transaction(async |sql: &Sql| cycle(sql, now).await.map_err(as_store_error)).await?;
     Ok(out)
 }
 
@@ -212,8 +212,7 @@ const CONVERSATION_QUIET_MS: i64 = 5 * 60 * 1000;
 /// passed since the last: up to 5 unreflected decisions of the newest 50,
 /// stratified, with what the model reads of each.
 pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
-    let stores = Stores::open().await?;
-    let sql = &stores.sql;
+    let sql = &mneme_store::open_sql().await?;
     let now = r.now_ms as i64;
     let busy = sql
         .query(
@@ -318,10 +317,9 @@ pub struct ReflectFinishRequest {
 /// schedule back for 30 minutes; one transaction under the claim. A
 /// decision the model could not judge stays unreflected.
 pub async fn reflect_finish(r: ReflectFinishRequest) -> Result<J> {
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let now = r.now_ms as i64;
-    let out = stores
-        .sql
+    let out = sql
         .transaction(async |sql: &Sql| {
             if release_reflection(sql, &r.claim, now).await? == 0 {
                 return Err(StoreError::new("lease-lost", "the reflection batch's claim is gone"));

@@ -4,7 +4,7 @@ use mneme_conversation::Mode;
 use mneme_conversation::context::Assembled;
 use mneme_conversation::intent::Intent;
 use mneme_conversation::router::{self, ContextView, Decision, Signals, Weights};
-use mneme_store::{Stores, Value};
+use mneme_store::Value;
 use serde::{Deserialize, Serialize};
 
 use crate::{Result, json_text};
@@ -88,9 +88,8 @@ pub async fn record(req: RecordRequest) -> Result<Recorded> {
     let mode = picked.unwrap_or(d.mode);
     let tiebreaker_used = picked.is_some();
     let router_confidence = d.margin.clamp(0.0, 1.0);
-    let stores = Stores::open().await?;
-    stores
-        .sql
+    let sql = mneme_store::open_sql().await?;
+    sql
         .execute(
             "INSERT INTO routing_decisions (exchange_id, thread_id, topic, selected_mode, previous_mode, router_confidence, \
              scores, tiebreaker_used, tiebreaker_candidates, margin, effective_margin, signal_snapshot, weight_snapshot, \

@@ -9,7 +9,7 @@
 //! one door strictly sequential, so two runs never take the same NN and the
 //! second of two runs over one state is absorbed by the first's rec.
 
-use crate::{Fail, Result, Stores, as_store_error, json_text, new_id, random_hex};
+use crate::{Fail, Result, as_store_error, json_text, new_id, random_hex};
 use mneme_knowledge::entry::{format_date, timestamp};
 use mneme_rx::artifact;
 use mneme_rx::door::{Door, SignalSource, Store, observation_time, valid_name};
@@ -74,8 +74,8 @@ async fn load_door(sql: &Sql, name: &str) -> Result<Door> {
 
 /// `{}` → `{doors: [config…]}`.
 pub async fn doors(_: J) -> Result<J> {
-    let stores = Stores::open().await?;
-    let rows = stores.sql.query("SELECT config FROM rx_doors ORDER BY name", &[]).await?;
+    let sql = mneme_store::open_sql().await?;
+    let rows = sql.query("SELECT config FROM rx_doors ORDER BY name", &[]).await?;
     let doors: Vec<J> =
         rows.iter().filter_map(|r| r.text("config").ok()).filter_map(|c| serde_json::from_str(&c).ok()).collect();
     Ok(json!({"doors": doors}))
@@ -92,8 +92,7 @@ pub struct PutDoor {
 /// signal columns; the door's weights are what its views report.
 pub async fn put_door(r: PutDoor) -> Result<J> {
     let door = Door::parse(&r.name, &r.config).map_err(Fail::invalid)?;
-    let stores = Stores::open().await?;
-    let sql = &stores.sql;
+    let sql = &mneme_store::open_sql().await?;
     if let SignalSource::Sql { view, acute_view } = &door.signals {
         sql.query(&format!("SELECT component, raw, normalised, weight, contribution FROM {view} WHERE 1 = 0"), &[])
             .await
@@ -142,8 +141,7 @@ pub struct Observe {
 
 /// Records observations, all or none.
 pub async fn observe(r: Observe) -> Result<J> {
-    let stores = Stores::open().await?;
-    let sql = &stores.sql;
+    let sql = &mneme_store::open_sql().await?;
     let door = load_door(sql, &r.door).await?;
     let mut rows = Vec::new();
     for (i, item) in r.items.iter().enumerate() {
@@ -251,8 +249,8 @@ pub struct Release {
 
 /// Frees a door after a run that failed between `begin` and `finish`.
 pub async fn release(r: Release) -> Result<J> {
-    let stores = Stores::open().await?;
-    release_lock(&stores.sql, &r.door, &r.claim).await?;
+    let sql = mneme_store::open_sql().await?;
+    release_lock(&sql, &r.door, &r.claim).await?;
     Ok(json!({"released": true}))
 }
 
@@ -785,8 +783,7 @@ pub struct Finish {
 
 /// Steps 8–10, then the door is free again.
 pub async fn finish(r: Finish) -> Result<J> {
-    let stores = Stores::open().await?;
-    let sql = &stores.sql;
+    let sql = &mneme_store::open_sql().await?;
     let out = finish_run(sql, &r).await;
     match out {
         // The local and markdown stores freed the door in step 8's transaction.
@@ -1024,9 +1021,8 @@ pub struct ListRecs {
 
 /// Recs ordered open, snoozed, acted, dismissed; newest first in each.
 pub async fn list_recs(r: ListRecs) -> Result<J> {
-    let stores = Stores::open().await?;
-    let rows = stores
-        .sql
+    let sql = mneme_store::open_sql().await?;
+    let rows = sql
         .query(
             &format!(
                 "SELECT {REC_COLUMNS} FROM rx_recs WHERE ($1 = '' OR door = $1) AND ($2 = '' OR status = $2)
@@ -1054,8 +1050,8 @@ async fn rec_row(sql: &Sql, id: &str) -> Result<Row> {
 
 /// One rec, with its markdown body.
 pub async fn get_rec(r: RecId) -> Result<J> {
-    let stores = Stores::open().await?;
-    let row = rec_row(&stores.sql, &r.id).await?;
+    let sql = mneme_store::open_sql().await?;
+    let row = rec_row(&sql, &r.id).await?;
     let mut v = rec_json(&row, r.now_ms)?;
     v["body_md"] = json!(row.text("body_md")?);
     Ok(v)
@@ -1064,8 +1060,7 @@ pub async fn get_rec(r: RecId) -> Result<J> {
 /// A rec's artifact as the vault holds it (its frontmatter reconciled at
 /// the door's last run), or the pushed body of a rec with no artifact.
 pub async fn rec_markdown(r: RecId) -> Result<J> {
-    let stores = Stores::open().await?;
-    let sql = &stores.sql;
+    let sql = &mneme_store::open_sql().await?;
     let a = sql
         .query("SELECT path, markdown FROM rx_artifacts WHERE rec_id = $1 AND kind = 'rec'", &[r.id.as_str().into()])
         .await?;
@@ -1106,7 +1101,7 @@ pub async fn ingest_rec(r: IngestRec) -> Result<J> {
         return Err(Fail::invalid("`drift_score` is in [0, 1] and `confidence` in 0–100"));
     }
     artifact::check_counter_thesis(&r.body_md).map_err(|e| Fail::new("malformed-artifact", e))?;
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let id = new_id();
     let rec = NewRec {
         id: &id,
@@ -1124,7 +1119,7 @@ pub async fn ingest_rec(r: IngestRec) -> Result<J> {
         origin: "ingest",
         now_ms: r.now_ms,
     };
-    insert_rec(&stores.sql, &rec).await?;
+    insert_rec(&sql, &rec).await?;
     Ok(json!({"id": id}))
 }
 
@@ -1173,9 +1168,9 @@ pub struct Dispose {
 pub async fn dispose(r: Dispose) -> Result<J> {
     let d = Disposition::parse(&r.disposition)
         .ok_or_else(|| Fail::invalid("`disposition` is acted_as_prescribed, acted_modified, skipped or dismissed"))?;
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     change(
-        &stores.sql,
+        &sql,
         &r.id,
         |status, _| {
             let next = lifecycle::dispose(status, d, r.subjective_fit_1_5).map_err(refused)?;
@@ -1203,9 +1198,9 @@ pub struct Snooze {
 }
 
 pub async fn snooze(r: Snooze) -> Result<J> {
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     change(
-        &stores.sql,
+        &sql,
         &r.id,
         |status, count| {
             let (until, count) = lifecycle::snooze(status, count, r.days, r.now_ms).map_err(refused)?;
@@ -1224,9 +1219,8 @@ pub async fn snooze(r: Snooze) -> Result<J> {
 /// the reconciler's patch, applied on read (D-CL1); the stored artifact
 /// still changes at the door's next run.
 pub async fn vault(_: J) -> Result<J> {
-    let stores = Stores::open().await?;
-    let rows = stores
-        .sql
+    let sql = mneme_store::open_sql().await?;
+    let rows = sql
         .query(
             "SELECT a.path, a.markdown, a.status, a.updated_ms, r.status AS rec_status, r.updated_ms AS rec_updated_ms
              FROM rx_artifacts a LEFT JOIN rx_recs r ON a.kind = 'rec' AND r.id = a.rec_id ORDER BY a.path",
@@ -1249,10 +1243,9 @@ pub async fn vault(_: J) -> Result<J> {
 
 /// `{door}` → the artifacts of a door, newest first (the vault's folder).
 pub async fn artifacts(r: Begin) -> Result<J> {
-    let stores = Stores::open().await?;
-    load_door(&stores.sql, &r.door).await?;
-    let rows = stores
-        .sql
+    let sql = mneme_store::open_sql().await?;
+    load_door(&sql, &r.door).await?;
+    let rows = sql
         .query(
             "SELECT path, kind, rec_id, status, driving_signal, drift_score, tldr, created_ms FROM rx_artifacts
              WHERE door = $1 ORDER BY created_ms DESC, path DESC LIMIT 200",

@@ -14,7 +14,7 @@
 
 use crate::memory::{publish_with, publishing};
 use crate::schedule;
-use crate::{Fail, Result, Stores, as_store_error, json_text, random_hex};
+use crate::{Fail, Result, as_store_error, json_text, random_hex};
 use mneme_background::cycle::Progress;
 use mneme_background::tasks::{self, MAX_ACTIVE, MAX_AGE_MS, State};
 use mneme_knowledge::entry::timestamp;
@@ -150,19 +150,17 @@ pub async fn create(r: CreateRequest) -> Result<J> {
     if !PRIORITIES.contains(&priority) {
         return Err(Fail::invalid("`priority` is an integer from 1 (most urgent) to 10"));
     }
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let inserted = if r.dry_run {
-        match refusal(&stores.sql, &goal).await? {
+        match refusal(&sql, &goal).await? {
             Some(refused) => refused,
             None => return Ok(json!({"admissible": true})),
         }
     } else {
-        stores
-            .sql
-            .transaction(async |sql: &Sql| {
-                insert(sql, &goal, priority, "user", &r.progress, r.now_ms).await.map_err(as_store_error)
-            })
-            .await?
+        sql.transaction(async |sql: &Sql| {
+            insert(sql, &goal, priority, "user", &r.progress, r.now_ms).await.map_err(as_store_error)
+        })
+        .await?
     };
     match inserted {
         Inserted::Created(id) => get(IdRequest { id }).await,
@@ -180,11 +178,9 @@ pub struct IdRequest {
 }
 
 pub async fn get(r: IdRequest) -> Result<J> {
-    let stores = Stores::open().await?;
-    let rows = stores
-        .sql
-        .query(&format!("SELECT {COLUMNS} FROM persistent_tasks WHERE id = $1"), &[r.id.as_str().into()])
-        .await?;
+    let sql = mneme_store::open_sql().await?;
+    let rows =
+        sql.query(&format!("SELECT {COLUMNS} FROM persistent_tasks WHERE id = $1"), &[r.id.as_str().into()]).await?;
     match rows.first() {
         Some(row) => view(row),
         None => Err(Fail::new("not-found", format!("no task `{}`", r.id))),
@@ -206,9 +202,8 @@ pub async fn list(r: ListRequest) -> Result<J> {
         let names: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
         return Err(Fail::invalid(format!("`status` is one of {}", names.join(", "))));
     }
-    let stores = Stores::open().await?;
-    let rows = stores
-        .sql
+    let sql = mneme_store::open_sql().await?;
+    let rows = sql
         .query(
             &format!(
                 "SELECT {COLUMNS} FROM persistent_tasks WHERE ($1 = '' OR status = $1) \
@@ -232,9 +227,8 @@ pub struct CancelRequest {
 /// `DELETE /tasks/{id}`: cancels an unfinished task. A cycle holding it
 /// finds its claim gone and writes nothing more.
 pub async fn cancel(r: CancelRequest) -> Result<J> {
-    let stores = Stores::open().await?;
-    let n = stores
-        .sql
+    let sql = mneme_store::open_sql().await?;
+    let n = sql
         .execute(
             "UPDATE persistent_tasks SET status = 'cancelled', claim = NULL, lease_until_ms = 0, updated_ms = $2 \
              WHERE id = $1 AND status NOT IN ('completed', 'cancelled', 'expired')",
@@ -262,12 +256,11 @@ pub struct BeginRequest {
 /// task (FIFO within priority, 1 first). With no eligible task the schedule
 /// is given back untouched, so a task created later runs at the next tick.
 pub async fn begin_cycle(r: BeginRequest) -> Result<J> {
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let now = r.now_ms as i64;
     let claim = random_hex(8);
     let lease = now + r.lease_ms as i64;
-    let out = stores
-        .sql
+    let out = sql
         .transaction(async |sql: &Sql| {
             let expired = sql
                 .execute(
@@ -322,36 +315,31 @@ pub struct CheckpointRequest {
 /// claim that is gone (the task was cancelled, or the lease ran out and
 /// another worker took it) is a `conflict` and writes nothing.
 pub async fn checkpoint(r: CheckpointRequest) -> Result<J> {
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let now = r.now_ms as i64;
     let lease = now + r.lease_ms as i64;
-    stores
-        .sql
-        .transaction(async |sql: &Sql| {
-            let n = sql
-                .execute(
-                    "UPDATE persistent_tasks SET progress = $3, coverage = $4, updated_ms = $5, lease_until_ms = $6 \
+    sql.transaction(async |sql: &Sql| {
+        let n = sql
+            .execute(
+                "UPDATE persistent_tasks SET progress = $3, coverage = $4, updated_ms = $5, lease_until_ms = $6 \
                      WHERE id = $1 AND claim = $2 AND status = 'in_progress'",
-                    &[
-                        r.id.as_str().into(),
-                        r.claim.as_str().into(),
-                        json_text(&r.progress).into(),
-                        r.progress.coverage().into(),
-                        Value::Int(now),
-                        Value::Int(lease),
-                    ],
-                )
-                .await?;
-            if n == 0 {
-                return Err(StoreError::new(
-                    "lease-lost",
-                    format!("task `{}` is no longer claimed by this cycle", r.id),
-                ));
-            }
-            schedule::renew(sql, ENGINE, &r.claim, lease).await?;
-            Ok(())
-        })
-        .await?;
+                &[
+                    r.id.as_str().into(),
+                    r.claim.as_str().into(),
+                    json_text(&r.progress).into(),
+                    r.progress.coverage().into(),
+                    Value::Int(now),
+                    Value::Int(lease),
+                ],
+            )
+            .await?;
+        if n == 0 {
+            return Err(StoreError::new("lease-lost", format!("task `{}` is no longer claimed by this cycle", r.id)));
+        }
+        schedule::renew(sql, ENGINE, &r.claim, lease).await?;
+        Ok(())
+    })
+    .await?;
     Ok(json!({"saved": true}))
 }
 
@@ -376,9 +364,9 @@ pub async fn end_cycle(r: EndRequest) -> Result<J> {
     if !matches!(r.status, State::InProgress | State::Completed) {
         return Err(Fail::invalid("a cycle ends in_progress or completed"));
     }
-    let stores = Stores::open().await?;
+    let sql = mneme_store::open_sql().await?;
     let now = r.now_ms as i64;
-    let out = publishing(&stores.sql, async |sql: &Sql| {
+    let out = publishing(&sql, async |sql: &Sql| {
         let n = sql
             .execute(
                 "UPDATE persistent_tasks SET progress = $3, coverage = $4, status = $5, cycles = cycles + 1, \

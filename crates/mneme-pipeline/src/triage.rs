@@ -4,7 +4,7 @@
 use mneme_conversation::intent::{self, Intent};
 use mneme_conversation::social::{self, SocialMode};
 use mneme_conversation::triage::{self, Input, Source, Triage};
-use mneme_store::{Stores, Value};
+use mneme_store::Value;
 use serde::{Deserialize, Serialize};
 
 use crate::{Result, json_text};
@@ -60,32 +60,30 @@ pub async fn decide(req: DecideRequest) -> Result<Triage> {
         ),
     };
     let t = triage::self_eval(raw, &req.input, source, reason);
-    let stores = Stores::open().await?;
-    stores
-        .sql
-        .execute(
-            "INSERT INTO triage_calibration (exchange_id, thread_id, topic, branch, mode, tools, skills, \
+    let sql = mneme_store::open_sql().await?;
+    sql.execute(
+        "INSERT INTO triage_calibration (exchange_id, thread_id, topic, branch, mode, tools, skills, \
              confidence_internal, confidence_tool_need, freshness_risk, decision_entropy, source, fallback_reason, \
              overrides, took_ms, created_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)",
-            &[
-                req.exchange_id.as_str().into(),
-                req.thread_id.as_str().into(),
-                req.topic.as_str().into(),
-                json_text(&t.branch).trim_matches('"').into(),
-                t.mode.as_str().into(),
-                json_text(&t.tools).into(),
-                json_text(&t.skills).into(),
-                t.confidence_internal.into(),
-                t.confidence_tool_need.into(),
-                t.freshness_risk.into(),
-                t.decision_entropy.into(),
-                json_text(&t.source).trim_matches('"').into(),
-                t.fallback_reason.clone().into(),
-                json_text(&t.overrides).into(),
-                Value::Int(req.took_ms as i64),
-                Value::Int(req.now_ms as i64),
-            ],
-        )
-        .await?;
+        &[
+            req.exchange_id.as_str().into(),
+            req.thread_id.as_str().into(),
+            req.topic.as_str().into(),
+            json_text(&t.branch).trim_matches('"').into(),
+            t.mode.as_str().into(),
+            json_text(&t.tools).into(),
+            json_text(&t.skills).into(),
+            t.confidence_internal.into(),
+            t.confidence_tool_need.into(),
+            t.freshness_risk.into(),
+            t.decision_entropy.into(),
+            json_text(&t.source).trim_matches('"').into(),
+            t.fallback_reason.clone().into(),
+            json_text(&t.overrides).into(),
+            Value::Int(req.took_ms as i64),
+            Value::Int(req.now_ms as i64),
+        ],
+    )
+    .await?;
     Ok(t)
 }

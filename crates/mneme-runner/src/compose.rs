@@ -28,14 +28,41 @@ pub fn capability_of(import: &str) -> Option<&'static str> {
     })
 }
 
-/// The name under which a denied import is served by the host.
+/// The name under which the host serves `import` denied: `mneme-deny-`
+/// and the import's name in plain kebab. The composed component imports it
+/// as [`deny_import`] says, once per dependency it is denied to.
 pub fn deny_name(import: &str) -> String {
     let mut s = String::from("mneme-deny");
-    for part in import.split(|c: char| !c.is_ascii_alphanumeric()).filter(|p| !p.is_empty()) {
+    push_kebab(&mut s, import);
+    s
+}
+
+/// The import of the composed component that serves `import` denied to
+/// `dependency`: [`deny_name`] and `-for-<dependency>`. One per dependency,
+/// since two dependencies' copies of an interface are separate types (their
+/// resources included) and the graph takes each import name once.
+pub fn deny_import(import: &str, dependency: &str) -> String {
+    let mut s = deny_name(import);
+    s.push_str("-for");
+    push_kebab(&mut s, dependency);
+    s
+}
+
+/// The denied interface a `mneme-deny-…` import stands for, of `known`.
+pub fn denied_interface<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    known.iter().copied().find(|iface| {
+        let base = deny_name(iface);
+        name == base || name.strip_prefix(&base).is_some_and(|rest| rest.starts_with("-for-"))
+    })
+}
+
+/// Appends each run of ASCII letters and digits of `text`, lowercased, as a
+/// `-word`.
+fn push_kebab(s: &mut String, text: &str) {
+    for part in text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|p| !p.is_empty()) {
         s.push('-');
         s.push_str(&part.to_ascii_lowercase());
     }
-    s
 }
 
 fn interface_matches(key: &str, import: &str) -> bool {
@@ -109,7 +136,7 @@ pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
                     }
                     other => other,
                 };
-                let node = graph.import(deny_name(&import), kind).context("adding a deny import")?;
+                let node = graph.import(deny_import(&import, &dep.component), kind).context("adding a deny import")?;
                 graph.set_instantiation_argument(inst, &import, node)?;
             }
         }
@@ -145,5 +172,99 @@ mod tests {
     #[test]
     fn deny_names_are_plain_kebab() {
         assert_eq!(deny_name("spin:key-value/key-value@3.0.0"), "mneme-deny-spin-key-value-key-value-3-0-0");
+        assert_eq!(
+            deny_import("spin:key-value/key-value@3.0.0", "probe-stage"),
+            "mneme-deny-spin-key-value-key-value-3-0-0-for-probe-stage"
+        );
+    }
+
+    #[test]
+    fn deny_imports_name_their_interface() {
+        let known = ["spin:key-value/key-value@3.0.0", "spin:sqlite/sqlite@3.1.0"];
+        let kv = deny_import(known[0], "commit");
+        assert_eq!(denied_interface(&kv, &known), Some(known[0]));
+        assert_eq!(denied_interface(&deny_name(known[1]), &known), Some(known[1]));
+        assert_eq!(denied_interface("mneme-deny-spin-key-value-key-value-3-0-0x", &known), None);
+        assert_eq!(denied_interface("mneme-deny-spin-redis-redis-3-0-0-for-a", &known), None);
+    }
+
+    /// Least privilege as shipped (D-F22): composed as `spin.toml` says,
+    /// each stage's capability imports are either in its grant or served
+    /// denied, and no grant is wider than the table below, which is what
+    /// each stage uses. For every stage and every capability group it
+    /// imports, a grant without that group composes the import to the host's
+    /// refusal (which `tests/tests/host_interfaces.rs` shows is Spin's).
+    #[test]
+    fn shipped_stages_get_only_what_they_use() {
+        use std::collections::BTreeSet;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let m = crate::manifest::load(&root.join("spin.toml")).unwrap();
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e} (scripts/build.sh builds the components)", p.display()))
+        };
+        let storage = ["allowed_outbound_hosts", "key_value_stores", "sqlite_databases", "variables"];
+        let sql_only = ["allowed_outbound_hosts", "sqlite_databases", "variables"];
+        let uses = |stage: &str| -> BTreeSet<&str> {
+            let mut g: BTreeSet<&str> = match stage {
+                "llm" => ["allowed_outbound_hosts", "variables", "ai_models"].into(),
+                "triage" | "router" | "commit" | "rx" | "tasks" => sql_only.into(),
+                _ => storage.into(),
+            };
+            if matches!(stage, "context" | "act" | "knowledge" | "consolidate" | "drift") {
+                g.insert("ai_models");
+            }
+            g
+        };
+        let imports_of = |bytes: &[u8]| -> Vec<String> {
+            let mut types = wac_graph::types::Types::default();
+            let pkg = Package::from_bytes("mneme:probe", None, bytes.to_vec(), &mut types).unwrap();
+            types[pkg.ty()].imports.keys().cloned().collect()
+        };
+        let mut stages_seen = BTreeSet::new();
+        for entry in ["api", "tick"] {
+            let c = &m.components[entry];
+            let entry_bytes = read(&c.source);
+            let mut deps = Vec::new();
+            for d in &c.dependencies {
+                let granted: BTreeSet<&str> = match &d.inherit {
+                    Inherit::Some(keys) => keys.iter().map(String::as_str).collect(),
+                    other => panic!("{entry} → {}: inherit_configuration is {other:?}, not a list", d.component),
+                };
+                assert_eq!(
+                    granted,
+                    uses(&d.component),
+                    "{entry} → {}: the grant differs from what it uses",
+                    d.component
+                );
+                deps.push((d.clone(), read(&m.components[&d.component].source)));
+            }
+            let composed = imports_of(&compose(&entry_bytes, &deps).unwrap());
+            for (d, bytes) in &deps {
+                stages_seen.insert(d.component.clone());
+                let Inherit::Some(granted) = &d.inherit else { unreachable!() };
+                for import in imports_of(bytes) {
+                    let Some(cap) = capability_of(&import) else { continue };
+                    let denied = composed.contains(&deny_import(&import, &d.component));
+                    assert_eq!(
+                        denied,
+                        !granted.iter().any(|g| g == cap),
+                        "{entry} → {}: `{import}` ({cap}) granted {granted:?}, served denied: {denied}",
+                        d.component
+                    );
+                    // Without this one group, the import goes to the refusal.
+                    let narrower: Vec<String> = granted.iter().filter(|g| *g != cap).cloned().collect();
+                    let one = Dependency { inherit: Inherit::Some(narrower), ..d.clone() };
+                    let alone = imports_of(&compose(&entry_bytes, &[(one, bytes.clone())]).unwrap());
+                    assert!(
+                        alone.contains(&deny_import(&import, &d.component)),
+                        "{entry} → {}: `{import}` not refused without `{cap}`",
+                        d.component
+                    );
+                }
+            }
+        }
+        let stages: BTreeSet<String> =
+            m.components.keys().filter(|id| !["api", "tick", "web"].contains(&id.as_str())).cloned().collect();
+        assert_eq!(stages_seen, stages, "every stage is some entry's dependency");
     }
 }

@@ -17,7 +17,7 @@ use super::spin::{
     key_value::key_value as kv, postgres::postgres as pg, redis::redis, sqlite::sqlite, variables::variables,
 };
 use crate::app::Data;
-use crate::compose::deny_name;
+use crate::compose::denied_interface;
 
 /// Marker for the refusing implementations.
 pub struct Denied;
@@ -42,6 +42,17 @@ fn denied_view(d: &mut Data) -> DeniedView<'_> {
     DeniedView { table: d.table() }
 }
 
+/// The interfaces this runner can serve denied.
+const DENIABLE: [&str; 7] = [
+    "spin:key-value/key-value@3.0.0",
+    "spin:sqlite/sqlite@3.1.0",
+    "spin:postgres/postgres@4.2.0",
+    "spin:redis/redis@3.0.0",
+    "spin:variables/variables@3.0.0",
+    "fermyon:spin/llm@2.0.0",
+    "wasi:http/client@0.3.0",
+];
+
 /// Registers deny implementations for every `mneme-deny-…` import of `component`.
 pub fn add_to_linker(linker: &mut Linker<Data>, component: &Component, done: &mut HashSet<String>) -> Result<()> {
     let engine = linker.engine().clone();
@@ -57,25 +68,20 @@ pub fn add_to_linker(linker: &mut Linker<Data>, component: &Component, done: &mu
         }
         let getter = denied_view;
         let mut inst = linker.instance(&name)?;
-        if name == deny_name("spin:key-value/key-value@3.0.0") {
-            kv::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?;
-        } else if name == deny_name("spin:sqlite/sqlite@3.1.0") {
-            sqlite::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?;
-        } else if name == deny_name("spin:postgres/postgres@4.2.0") {
-            pg::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?;
-        } else if name == deny_name("spin:redis/redis@3.0.0") {
-            redis::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?;
-        } else if name == deny_name("spin:variables/variables@3.0.0") {
-            variables::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?;
-        } else if name == deny_name("fermyon:spin/llm@2.0.0") {
-            llm::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?;
-        } else if name == deny_name("wasi:http/client@0.3.0") {
-            wasmtime_wasi_http::p3::bindings::http::client::add_to_linker_instance::<
+        match denied_interface(&name, &DENIABLE) {
+            Some("spin:key-value/key-value@3.0.0") => kv::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?,
+            Some("spin:sqlite/sqlite@3.1.0") => sqlite::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?,
+            Some("spin:postgres/postgres@4.2.0") => pg::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?,
+            Some("spin:redis/redis@3.0.0") => redis::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?,
+            Some("spin:variables/variables@3.0.0") => {
+                variables::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?
+            }
+            Some("fermyon:spin/llm@2.0.0") => llm::add_to_linker_instance::<Data, Denied>(&mut inst, getter)?,
+            Some("wasi:http/client@0.3.0") => wasmtime_wasi_http::p3::bindings::http::client::add_to_linker_instance::<
                 Data,
                 wasmtime_wasi_http::p3::WasiHttp,
-            >(&mut inst, Data::denied_http)?;
-        } else {
-            anyhow::bail!("the composed component imports `{name}`, a capability this runner cannot deny");
+            >(&mut inst, Data::denied_http)?,
+            _ => anyhow::bail!("the composed component imports `{name}`, a capability this runner cannot deny"),
         }
     }
     Ok(())

@@ -196,8 +196,11 @@ impl App {
     fn launch_in(state: tempfile::TempDir, manifest: &str, env: &[(String, String)], args: &[&str]) -> Started {
         let root = repo_root();
         let log = state.path().join("runner.log");
+        // `MNEME_APP_DIR` runs the app of another checkout (its spin.toml
+        // and components), for an A/B comparison with MNEME_BIN.
+        let app_dir = std::env::var_os("MNEME_APP_DIR").map_or_else(|| root.clone(), PathBuf::from);
         let mut cmd = Command::new(mneme_bin());
-        cmd.current_dir(&root)
+        cmd.current_dir(&app_dir)
             .args(["up", "-f", manifest, "--listen", "127.0.0.1:0", "--state-dir"])
             .arg(state.path())
             .args(args)

@@ -5,7 +5,17 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// The tests here time the app, and two of them flood it with a thousand
+/// requests: run side by side on two cores, a flood made another test's
+/// deadline fail on CPU it did not get. They take turns.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 use mneme_e2e::fake_model::{FakeModel, Script};
 use mneme_e2e::fault::{FaultProxy, Mode};
@@ -98,6 +108,7 @@ fn fails_fast_and_recovers(app: &App, proxy: &FaultProxy, down: &str) {
 
 #[test]
 fn a_silent_or_refusing_postgres_answers_503_in_time_and_recovers_at_once() {
+    let _turn = one_at_a_time();
     require_redis();
     let db = PgDatabase::create();
     let proxy = FaultProxy::start("127.0.0.1:5432");
@@ -107,6 +118,7 @@ fn a_silent_or_refusing_postgres_answers_503_in_time_and_recovers_at_once() {
 
 #[test]
 fn a_silent_or_refusing_redis_answers_503_in_time_and_recovers_at_once() {
+    let _turn = one_at_a_time();
     require_redis();
     let db = PgDatabase::create();
     let proxy = FaultProxy::start(REDIS_ADDR);
@@ -116,6 +128,7 @@ fn a_silent_or_refusing_redis_answers_503_in_time_and_recovers_at_once() {
 
 #[test]
 fn a_silent_model_makes_health_degraded_not_down() {
+    let _turn = one_at_a_time();
     let model = FakeModel::start(Script::default());
     let proxy = FaultProxy::start(&model.addr);
     let b = BackendEnv::new(Backend::Embedded);
@@ -174,6 +187,7 @@ fn nul_requests() -> Vec<(&'static str, String, Option<Value>, &'static str)> {
 
 #[test]
 fn a_nul_character_is_refused_alike_on_both_backends() {
+    let _turn = one_at_a_time();
     let mut answers: Vec<Vec<(u16, String)>> = Vec::new();
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
@@ -203,6 +217,7 @@ fn a_nul_character_is_refused_alike_on_both_backends() {
 
 #[test]
 fn observation_numbers_and_times_are_bounded() {
+    let _turn = one_at_a_time();
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let app = App::start("spin.toml", &test_env(&b, None));
@@ -244,6 +259,7 @@ fn json_answer(raw: &str, status: u16, code: &str) {
 
 #[test]
 fn every_error_the_runner_makes_has_a_json_body_and_no_client_is_left_waiting() {
+    let _turn = one_at_a_time();
     let app = App::start_with("tests/fixtures/probe.toml", &[], &["--max-body-bytes", "1000"]).unwrap();
     let addr = app.url.trim_start_matches("http://").to_string();
     let (r, _) = raw(&addr, b"GET /kv HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", None);
@@ -335,6 +351,7 @@ fn the_rest_still_answers(app: &App, what: &str) {
 
 #[test]
 fn a_thousand_open_streams_leave_health_chat_and_every_tick_answering() {
+    let _turn = one_at_a_time();
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let app = App::start("spin.toml", &test_env(&b, None));
@@ -353,6 +370,7 @@ fn a_thousand_open_streams_leave_health_chat_and_every_tick_answering() {
 
 #[test]
 fn a_thousand_slow_chats_leave_health_chat_and_every_tick_answering() {
+    let _turn = one_at_a_time();
     for backend in BACKENDS {
         let model = FakeModel::start(Script {
             reply: "A slow answer.".into(),
@@ -408,6 +426,7 @@ fn a_thousand_slow_chats_leave_health_chat_and_every_tick_answering() {
 
 #[test]
 fn concurrent_writers_neither_fail_nor_lose_a_row_or_a_signature() {
+    let _turn = one_at_a_time();
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let app = App::start("spin.toml", &test_env(&b, None));

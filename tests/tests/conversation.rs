@@ -573,6 +573,18 @@ fn memory_search_forget_export_and_delete_all() {
     }
 }
 
+/// `POST /tick/reminders` at `at`: how many fired.
+fn fire_reminders(app: &App, at: u64) -> i64 {
+    let r = app.request(
+        "POST",
+        "/tick/reminders",
+        &[("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", &at.to_string())],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()["result"]["fired"].as_i64().unwrap()
+}
+
 #[test]
 fn reminders_fire_as_events_that_replay_after_last_event_id() {
     for backend in BACKENDS {
@@ -584,16 +596,7 @@ fn reminders_fire_as_events_that_replay_after_last_event_id() {
         let items = table(&app, "scheduled_items");
         assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(items[0]["due_ms"], (t0 + 300_000) as i64);
-        let tick = |at: u64| {
-            let r = app.request(
-                "POST",
-                "/tick/reminders",
-                &[("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", &at.to_string())],
-                None,
-            );
-            assert_eq!(r.status, 200, "{}", r.body);
-            r.json()["result"]["fired"].as_i64().unwrap()
-        };
+        let tick = |at: u64| fire_reminders(&app, at);
         assert_eq!(tick(t0 + 299_999), 0, "not due yet");
         assert_eq!(tick(t0 + 300_000), 1);
         assert_eq!(tick(t0 + 300_001), 0, "fires once");
@@ -620,6 +623,62 @@ fn reminders_fire_as_events_that_replay_after_last_event_id() {
         app.request("GET", "/events", &[("authorization", a.as_str()), ("last-event-id", "x")], None)
             .assert_error(400, "invalid");
         app.request("GET", "/events?wait=99", &[("authorization", a.as_str())], None).assert_error(400, "invalid");
+    }
+}
+
+/// Reminders live in the principal's time zone (`time_zone`): a model's
+/// `due_at` without an offset is their local time, and a daily reminder at
+/// 09:00 stays at 09:00 in London across the 2027-03-28 change to summer
+/// time (09:00 GMT is 09:00 UTC, then 09:00 BST is 08:00 UTC).
+#[test]
+fn a_daily_reminder_keeps_its_local_time_across_the_change_to_summer_time() {
+    const H: u64 = 3_600_000;
+    // 2027-03-26T12:00:00Z, a Friday in GMT.
+    let friday: u64 = 1_806_062_400_000;
+    let nine_gmt = friday + 21 * H; // 2027-03-27T09:00Z
+    let nine_bst = nine_gmt + 23 * H; // 2027-03-28T08:00Z, a 23-hour day later
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
+        model.route(marker::TRIAGE, Script::json(json!({"mode": "ACT", "skills": ["schedule"]})));
+        model.route(
+            marker::ACT_PLAN,
+            Script::json(json!({"actions": [{"type": "schedule", "action": "create", "message": "take the pills",
+                                             "due_at": "2027-03-27T09:00", "recurrence": "daily"}]})),
+        );
+        let mut env = test_env(&b, Some(&model));
+        env.push(("SPIN_VARIABLE_TIME_ZONE".into(), "Europe/London".into()));
+        let app = App::start("spin.toml", &env);
+        let c = chat_at(&app, json!({"text": "Remind me every day at 9 to take the pills"}), Some(friday));
+        assert!(c.named("status").iter().any(|s| s["stage"] == "acting"), "{}", c.raw);
+        let its = table(&app, "cortex_iterations");
+        let first: Value = serde_json::from_str(its[0]["actions_executed"].as_str().unwrap()).unwrap();
+        let said = first[0]["result"].as_str().unwrap();
+        assert!(said.contains("at 2027-03-27T09:00:00Z (daily)"), "the confirmation shows local time: {said}");
+        let items = table(&app, "scheduled_items");
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(items[0]["due_ms"], nine_gmt as i64, "09:00 GMT is 09:00 UTC");
+        let tick = |at: u64| fire_reminders(&app, at);
+        assert_eq!(tick(nine_gmt), 1);
+        assert_eq!(table(&app, "scheduled_items")[0]["due_ms"], nine_bst as i64, "{backend:?}: 09:00 BST is 08:00 UTC");
+        assert_eq!(tick(nine_bst - 1), 0, "not before 09:00 local");
+        assert_eq!(tick(nine_bst), 1);
+        assert_eq!(table(&app, "scheduled_items")[0]["due_ms"], (nine_bst + 24 * H) as i64, "then every 24 hours");
+    }
+}
+
+/// A `time_zone` that names no zone is the deployment's error, said as a
+/// 503 `misconfigured` by the job that needs it, never a silent UTC.
+#[test]
+fn an_unknown_time_zone_is_a_503_that_names_the_variable() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let mut env = test_env(&b, None);
+        env.push(("SPIN_VARIABLE_TIME_ZONE".into(), "Europe/Atlantis".into()));
+        let app = App::start("spin.toml", &env);
+        let r = app.request("POST", "/tick/reminders", &[("authorization", mneme_e2e::CRON_AUTH)], None);
+        r.assert_error(503, "misconfigured");
+        assert!(r.body.contains("time_zone") && r.body.contains("Europe/Atlantis"), "{}", r.body);
     }
 }
 

@@ -119,17 +119,30 @@ fn concept_index(concepts: &[Value], name: &str) -> usize {
 
 /// A plain episode, then a salient one, which queues semantic
 /// consolidation; the seed that draws the `cello` concept.
+/// A drift cycle at `at` with `seed`, the model thinking `content`: it ran.
+fn drift_on(model: &FakeModel, app: &App, at: u64, seed: u64, content: &str) -> Value {
+    model.route(THOUGHT, thought("insight", content));
+    let r = app.tick("drift", at, seed);
+    assert_eq!(r["ran"], true, "{r}");
+    r
+}
+
 fn cello_concepts(model: &FakeModel, app: &App) -> u64 {
+    cello_concepts_at(model, app, T0)
+}
+
+/// The cello conversations from `t0`, consolidated by `t0` + 13 min.
+fn cello_concepts_at(model: &FakeModel, app: &App, t0: u64) -> u64 {
     for (i, t) in PLAIN.iter().enumerate() {
-        chat(app, t, T0 + i as u64 * MIN);
+        chat(app, t, t0 + i as u64 * MIN);
     }
-    app.tick("consolidate", T0 + 6 * MIN, 1);
+    app.tick("consolidate", t0 + 6 * MIN, 1);
     model.route(EPISODE, episode_answer(3, 3));
     for (i, t) in PERSONAL.iter().enumerate() {
-        chat(app, t, T0 + (7 + i as u64) * MIN);
+        chat(app, t, t0 + (7 + i as u64) * MIN);
     }
-    app.tick("consolidate", T0 + 13 * MIN, 1);
-    let concepts = table(app, "semantic_concepts", T0 + 13 * MIN);
+    app.tick("consolidate", t0 + 13 * MIN, 1);
+    let concepts = table(app, "semantic_concepts", t0 + 13 * MIN);
     seed_for(&[concept_index(&concepts, "cello")], concepts.len(), 1)
 }
 
@@ -634,12 +647,7 @@ fn quiet_hours_follow_the_principals_utc_offset() {
         let concepts = table(&app, "semantic_concepts", T0 + 13 * MIN);
         let n = concepts.len();
         let on = |name: &str| seed_for(&[concept_index(&concepts, name)], n, 1);
-        let drift = |at: u64, seed: u64, content: &str| {
-            model.route(THOUGHT, thought("insight", content));
-            let r = app.tick("drift", at, seed);
-            assert_eq!(r["ran"], true, "{r}");
-            r
-        };
+        let drift = |at: u64, seed: u64, content: &str| drift_on(&model, &app, at, seed, content);
         let drift_events = |at: u64| -> Vec<String> {
             table(&app, "events", at)
                 .iter()
@@ -706,5 +714,52 @@ fn quiet_hours_follow_the_principals_utc_offset() {
         let log = table(&app, "drift_log", sent_at);
         let delivery = |id: &str| log.iter().find(|d| d["id"] == id).unwrap()["delivery"].as_str().unwrap().to_string();
         assert_eq!((delivery(&held), delivery(&sent)), ("sent".to_string(), "sent".to_string()));
+    }
+}
+
+/// Quiet hours follow the principal's zone with its daylight saving
+/// (`time_zone = Europe/London`): 22:30 UTC is 22:30 GMT on 2027-03-27, a
+/// waking hour, so a thought for the principal is sent; on 2027-03-28 the
+/// same 22:30 UTC is 23:30 BST, a quiet hour, so the next one is held.
+#[test]
+fn quiet_hours_follow_the_principals_zone_across_the_change_to_summer_time() {
+    // 2027-03-27T00:00:00Z.
+    const D: u64 = 1_806_105_600_000;
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let (model, app, ..) = model_app_with(&b, dir.path(), 0, &[("SPIN_VARIABLE_TIME_ZONE", "Europe/London")]);
+        // The conversations at 16:00 on the Saturday, so their episodes are recent.
+        let cello = cello_concepts_at(&model, &app, D + 16 * H);
+        let concepts = table(&app, "semantic_concepts", D + 16 * H + 13 * MIN);
+        let n = concepts.len();
+        let on = |name: &str| seed_for(&[concept_index(&concepts, name)], n, 1);
+        let drift = |at: u64, seed: u64, content: &str| drift_on(&model, &app, at, seed, content);
+        // Two reflections on the 0.8 pair, an hour apart, so REFLECT is out.
+        let x1 = "The principal practises the cello every morning before work";
+        let x2 = "Cello bows strung with horsehair suit the principal's gentle playing";
+        for (at, x, hour) in [(D + 19 * H, x1, 19), (D + 20 * H + 5 * MIN, x2, 20)] {
+            let r = drift(at, cello, x);
+            assert_eq!(r["drift"]["action"], "REFLECT", "{r}");
+            assert_eq!(r["drift"]["situation"]["local_hour"], hour, "GMT is UTC: {r}");
+        }
+        // 22:30 UTC on the Saturday is 22:30 GMT: sent at once.
+        let r = drift(D + 22 * H + 30 * MIN, on("posture"), x2);
+        assert_eq!(r["drift"]["situation"]["local_hour"], 22, "{r}");
+        assert_eq!(
+            (r["drift"]["action"].as_str(), r["drift"]["delivery"].as_str()),
+            (Some("COMMUNICATE"), Some("sent")),
+            "{backend:?}: {r}"
+        );
+        chat(&app, "Thanks, the cello practice really is going well", D + 22 * H + 40 * MIN);
+        app.tick("consolidate", D + 22 * H + 42 * MIN, 1);
+        // 22:30 UTC on the Sunday is 23:30 BST: held for the morning.
+        let r = drift(D + 46 * H + 30 * MIN, on("bow"), x1);
+        assert_eq!(r["drift"]["situation"]["local_hour"], 23, "{backend:?}: BST is UTC+1: {r}");
+        assert_eq!(
+            (r["drift"]["action"].as_str(), r["drift"]["delivery"].as_str()),
+            (Some("COMMUNICATE"), Some("deferred")),
+            "{backend:?}: {r}"
+        );
     }
 }

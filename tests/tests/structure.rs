@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 const KNOWN_CIRCLES: &[&[&str]] = &[
     &["crates/mneme-conversation/src/intent.rs", "crates/mneme-conversation/src/social.rs"],
     &[
-        "crates/mneme-pipeline/src/act.rs",
         "crates/mneme-pipeline/src/drift.rs",
         "crates/mneme-pipeline/src/memory.rs",
         "crates/mneme-pipeline/src/tasks.rs",

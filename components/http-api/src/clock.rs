@@ -6,11 +6,8 @@
 
 use spin_sdk::http::HeaderMap;
 
-pub fn system_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
+pub use mneme_time::clock::system_ms;
 
 pub async fn now_ms(headers: &HeaderMap) -> u64 {
-    let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
-    mneme_http::request_clock(headers, enabled, system_ms())
+    mneme_entry::clock::request_ms(headers).await
 }

@@ -6,8 +6,8 @@
 use crate::mneme::knowledge::knowledge;
 use crate::{Reply, clock, err, num, reply, stage_error, stage_json};
 use mneme_http::{ApiError, json, parse_json_body};
-use mneme_knowledge::entry::parse_date;
 use mneme_knowledge::fusion::Mode;
+use mneme_time::calendar::parse_date;
 use serde_json::{Map, Value, json};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};

@@ -3,6 +3,8 @@
 //! (a dependency may not have dependencies, so the entry wires the stages
 //! together: `chat.rs` is that wiring, in the design's order).
 
+// The entry's world, for its component type; every interface's bindings
+// are `mneme-entry`'s, generated once for both entries.
 spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
@@ -11,8 +13,23 @@ spin_sdk::wit_bindgen::generate!({
     ],
     world: "mneme:entries/http-api",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
-    generate_all,
+    with: {
+        "mneme:types/types@0.1.0": mneme_entry::mneme::types::types,
+        "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
+        "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
+        "mneme:context/context@0.1.0": mneme_entry::mneme::context::context,
+        "mneme:triage/triage@0.1.0": mneme_entry::mneme::triage::triage,
+        "mneme:router/router@0.1.0": mneme_entry::mneme::router::router,
+        "mneme:act/act@0.1.0": mneme_entry::mneme::act::act,
+        "mneme:commit/commit@0.1.0": mneme_entry::mneme::commit::commit,
+        "mneme:memory/memory@0.1.0": mneme_entry::mneme::memory::memory,
+        "mneme:knowledge/knowledge@0.1.0": mneme_entry::mneme::knowledge::knowledge,
+        "mneme:rx/rx@0.1.0": mneme_entry::mneme::rx::rx,
+        "mneme:tasks/tasks@0.1.0": mneme_entry::mneme::tasks::tasks,
+    },
 });
+
+use mneme_entry::mneme;
 
 mod chat;
 mod clock;

@@ -326,7 +326,7 @@ async fn run(door_name: &str, now: u64) -> Reply {
     // Step 7: the artifact.
     let t7 = Instant::now();
     let (confidence, breakdown) = signals::confidence(&sig, &driving, sources.len());
-    let created_at = mneme_knowledge::entry::timestamp(now);
+    let created_at = mneme_time::calendar::utc_timestamp(now);
     let inputs = Inputs {
         door: &door,
         signals: &sig,
@@ -394,10 +394,7 @@ async fn compose(i: &Inputs<'_>) -> Result<(Draft, String, String), Vec<String>>
         return Ok((artifact::template(i), artifact::TEMPLATE.into(), "template: no model is configured".into()));
     }
     let allowed = artifact::allowed_numbers(i);
-    let mut messages = vec![
-        ChatMessage { role: "system".into(), content: artifact::PROMPT.into() },
-        ChatMessage { role: "user".into(), content: artifact::user_message(i) },
-    ];
+    let mut messages = mneme_entry::model::system_user(artifact::PROMPT, artifact::user_message(i));
     let mut reasons = Vec::new();
     for attempt in 1..=COMPOSE_ATTEMPTS {
         let answer = llm::complete(CompletionRequest {

@@ -5,11 +5,10 @@
 //! configured); the worker behind `POST /tick/tasks` carries it out.
 
 use crate::knowledge::{bad, body_json, known_fields};
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm;
 use crate::mneme::tasks::tasks;
 use crate::{Reply, clock, err, num, reply, stage_error, stage_json};
-use mneme_background::cycle::{self, Progress};
-use mneme_background::tasks::PLAN_PROMPT;
+use mneme_background::cycle::Progress;
 use mneme_http::{ApiError, json};
 use serde_json::{Value, json};
 use spin_sdk::http::{Method, Request, StatusCode};
@@ -85,27 +84,8 @@ async fn create(req: Request, now: u64) -> Reply {
     if let Err(e) = probe {
         return reply(stage_error(e));
     }
-    let model = llm::status().await;
-    let answer = if model.configured {
-        let r = llm::complete(CompletionRequest {
-            tier: Tier::Primary,
-            messages: vec![
-                ChatMessage { role: "system".into(), content: PLAN_PROMPT.into() },
-                ChatMessage { role: "user".into(), content: cycle::decomposition_message(&goal) },
-            ],
-            max_tokens: Some(cycle::DECOMPOSE_MAX_TOKENS),
-            temperature: Some(cycle::DECOMPOSE_TEMPERATURE),
-            json: true,
-            timeout_ms: cycle::DECOMPOSE_TIMEOUT_MS,
-        })
-        .await;
-        Some(r.map(|c| (c.text, c.model)).map_err(|e| format!("{}: {}", e.code, e.message)))
-    } else {
-        None
-    };
-    let (plan, by) = cycle::decomposition(&goal, answer);
     let mut progress = Progress::default();
-    progress.decomposed(plan, &by);
+    mneme_entry::tasks::decompose(&goal, &llm::status().await, &mut progress).await;
     match tasks::create(
         json!({"goal": goal, "priority": v.get("priority"), "progress": progress, "now_ms": now}).to_string(),
     )

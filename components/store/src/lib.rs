@@ -67,7 +67,7 @@ impl Guest for Stage {
 
     async fn migrate() -> Result<Vec<AppliedMigration>, StageError> {
         let stores = Stores::open().await.map_err(stage_error)?;
-        let applied = migrate::migrate(&stores.sql, mneme_store::kv::now_ms()).await.map_err(stage_error)?;
+        let applied = migrate::migrate(&stores.sql, mneme_time::clock::system_ms()).await.map_err(stage_error)?;
         Ok(applied.into_iter().map(|(version, name)| AppliedMigration { version, name }).collect())
     }
 

@@ -8,7 +8,7 @@
 //! fails it.
 
 use crate::mneme::consolidate::consolidate;
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::types::types::StageError;
 use crate::parse;
 use mneme_background::consolidate::{self as rules, EpisodeBrief, Exchange};
@@ -114,10 +114,7 @@ fn decode<T: serde::de::DeserializeOwned>(input: &Value, key: &str) -> Result<T,
 async fn ask(system: &str, user: String) -> Result<(String, String), String> {
     let c = llm::complete(CompletionRequest {
         tier: Tier::Light,
-        messages: vec![
-            ChatMessage { role: "system".into(), content: system.into() },
-            ChatMessage { role: "user".into(), content: user },
-        ],
+        messages: mneme_entry::model::system_user(system, user),
         max_tokens: Some(1_200),
         temperature: Some(rules::TEMPERATURE),
         json: true,

@@ -6,7 +6,7 @@
 //! labelled rules' question; the stage's `finish` routes it to an action.
 
 use crate::mneme::drift::drift;
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::types::types::StageError;
 use crate::parse;
 use mneme_background::cycle::RULES_LABEL;
@@ -20,14 +20,8 @@ const MODEL_TIMEOUT_MS: u32 = 20_000;
 const ATTEMPTS: usize = 3;
 
 /// Runs a cycle if one is due. `clock` gives the time of each step.
-pub async fn cycle(now: u64, seed: u64, utc_offset_minutes: i64, clock: impl Fn() -> u64) -> Result<Value, StageError> {
-    let begun = parse(
-        &drift::begin(
-            json!({"now_ms": now, "lease_ms": LEASE_MS, "seed": seed, "utc_offset_minutes": utc_offset_minutes})
-                .to_string(),
-        )
-        .await?,
-    );
+pub async fn cycle(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Value, StageError> {
+    let begun = parse(&drift::begin(json!({"now_ms": now, "lease_ms": LEASE_MS, "seed": seed}).to_string()).await?);
     if begun["ran"] != json!(true) {
         return Ok(begun);
     }
@@ -38,7 +32,7 @@ pub async fn cycle(now: u64, seed: u64, utc_offset_minutes: i64, clock: impl Fn(
     let finished = parse(
         &drift::finish(
             json!({"claim": begun["claim"], "now_ms": clock(), "next_ms": begun["next_ms"],
-                   "utc_offset_minutes": utc_offset_minutes, "seed": begun["seed"], "concepts": concepts,
+                   "seed": begun["seed"], "concepts": concepts,
                    "energy": begun["energy"], "grounding": begun["grounding"], "thought": thought, "source": source})
             .to_string(),
         )
@@ -74,10 +68,10 @@ async fn thought(seed: &str, concepts: &[Activated], episode: Option<&str>) -> (
     for _ in 0..ATTEMPTS {
         let answer = llm::complete(CompletionRequest {
             tier: Tier::Light,
-            messages: vec![
-                ChatMessage { role: "system".into(), content: mneme_conversation::generate::SOUL.into() },
-                ChatMessage { role: "user".into(), content: rules::thought_message(seed, concepts, episode) },
-            ],
+            messages: mneme_entry::model::system_user(
+                mneme_conversation::generate::SOUL,
+                rules::thought_message(seed, concepts, episode),
+            ),
             max_tokens: Some(rules::MAX_TOKENS),
             temperature: Some(rules::TEMPERATURE),
             json: true,

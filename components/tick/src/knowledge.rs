@@ -5,7 +5,7 @@
 //! A model failure gives the job back to retry; the third failure fails it.
 
 use crate::mneme::knowledge::knowledge;
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::types::types::StageError;
 use crate::parse;
 use mneme_knowledge::governor::{self, MERGE_COSINE_DEFAULT};
@@ -83,10 +83,7 @@ async fn run_job(
         for chunk in extract::chunks(text) {
             let c = llm::complete(CompletionRequest {
                 tier: Tier::Primary,
-                messages: vec![
-                    ChatMessage { role: "system".into(), content: extract::PROMPT.into() },
-                    ChatMessage { role: "user".into(), content: extract::user_message(&chunk, patterns) },
-                ],
+                messages: mneme_entry::model::system_user(extract::PROMPT, extract::user_message(&chunk, patterns)),
                 max_tokens: Some(4_000),
                 temperature: Some(0.1),
                 json: true,
@@ -136,10 +133,10 @@ async fn judge_stances(item: &mut Value, model: &llm::ModelStatus, threshold: f3
             .collect();
         match llm::complete(CompletionRequest {
             tier: Tier::Light,
-            messages: vec![
-                ChatMessage { role: "system".into(), content: governor::STANCE_PROMPT.into() },
-                ChatMessage { role: "user".into(), content: governor::stance_message(&position, &reasoning, &earlier) },
-            ],
+            messages: mneme_entry::model::system_user(
+                governor::STANCE_PROMPT,
+                governor::stance_message(&position, &reasoning, &earlier),
+            ),
             max_tokens: Some(400),
             temperature: Some(0.0),
             json: true,

@@ -6,6 +6,8 @@
 //! cron trigger calls it on schedule; on another platform any scheduler can
 //! (`curl -X POST -H "Authorization: Bearer $CRON_TOKEN" …/tick/heartbeat`).
 
+// The entry's world, for its component type; every interface's bindings
+// are `mneme-entry`'s, generated once for both entries.
 spin_sdk::wit_bindgen::generate!({
     path: [
         "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
@@ -14,8 +16,22 @@ spin_sdk::wit_bindgen::generate!({
     ],
     world: "mneme:entries/tick",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
-    generate_all,
+    with: {
+        "mneme:types/types@0.1.0": mneme_entry::mneme::types::types,
+        "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
+        "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
+        "mneme:memory/memory@0.1.0": mneme_entry::mneme::memory::memory,
+        "mneme:knowledge/knowledge@0.1.0": mneme_entry::mneme::knowledge::knowledge,
+        "mneme:act/act@0.1.0": mneme_entry::mneme::act::act,
+        "mneme:tasks/tasks@0.1.0": mneme_entry::mneme::tasks::tasks,
+        "mneme:consolidate/consolidate@0.1.0": mneme_entry::mneme::consolidate::consolidate,
+        "mneme:drift/drift@0.1.0": mneme_entry::mneme::drift::drift,
+        "mneme:router/router@0.1.0": mneme_entry::mneme::router::router,
+        "mneme:commit/commit@0.1.0": mneme_entry::mneme::commit::commit,
+    },
 });
+
+use mneme_entry::mneme;
 
 mod consolidate;
 mod drift;
@@ -48,7 +64,7 @@ async fn handle(req: Request) -> impl IntoResponse {
         }),
         "heartbeat" => store::heartbeat("heartbeat".into(), started).await.map(|n| json!({ "beats": n })),
         "reminders" => {
-            let now = clock(&req, started).await;
+            let now = clock(&req).await;
             memory::fire_reminders(json!({ "now_ms": now }).to_string())
                 .await
                 .map(|r| serde_json::from_str(&r).unwrap_or(serde_json::Value::Null))
@@ -56,33 +72,30 @@ async fn handle(req: Request) -> impl IntoResponse {
         "knowledge" => {
             // Under the test clock every step of the drain sees the
             // request's time; otherwise the system clock runs.
-            let fixed = clock(&req, started).await;
+            let fixed = clock(&req).await;
             let offset = fixed as i64 - started as i64;
             knowledge::drain(move || (now_ms() as i64 + offset) as u64).await
         }
         "consolidate" => {
-            let fixed = clock(&req, started).await;
+            let fixed = clock(&req).await;
             let offset = fixed as i64 - started as i64;
             consolidate::drain(move || (now_ms() as i64 + offset) as u64).await
         }
         "tasks" => {
-            let fixed = clock(&req, started).await;
+            let fixed = clock(&req).await;
             let offset = fixed as i64 - started as i64;
             let draw = mneme_background::Draws::new(seed(&req).await).draw();
             tasks::cycle(fixed, move || (now_ms() as i64 + offset) as u64, draw).await
         }
         "drift" => {
-            let fixed = clock(&req, started).await;
+            let fixed = clock(&req).await;
             let offset = fixed as i64 - started as i64;
-            match utc_offset().await {
-                Ok(utc) => drift::cycle(fixed, seed(&req).await, utc, move || (now_ms() as i64 + offset) as u64).await,
-                Err(e) => return e.into_response(),
-            }
+            drift::cycle(fixed, seed(&req).await, move || (now_ms() as i64 + offset) as u64).await
         }
         "tools" => tools::drain(now_ms).await,
-        "regulate" => reflect::regulate(clock(&req, started).await).await,
+        "regulate" => reflect::regulate(clock(&req).await).await,
         "reflect" => {
-            let fixed = clock(&req, started).await;
+            let fixed = clock(&req).await;
             let offset = fixed as i64 - started as i64;
             reflect::reflect(fixed, seed(&req).await, move || (now_ms() as i64 + offset) as u64).await
         }
@@ -111,16 +124,15 @@ async fn handle(req: Request) -> impl IntoResponse {
 
 /// The job's clock: `X-Mneme-Clock` when the `test_clock` variable is
 /// `true` (tests only), else the system clock.
-async fn clock(req: &Request, system: u64) -> u64 {
-    let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
-    mneme_http::request_clock(req.headers(), enabled, system)
+async fn clock(req: &Request) -> u64 {
+    mneme_entry::clock::request_ms(req.headers()).await
 }
 
 /// The seed of the job's random choices: the host's random source, or,
 /// when `test_clock` is `true`, `X-Mneme-Seed` (so a test knows the draws
 /// it will get).
 async fn seed(req: &Request) -> u64 {
-    let enabled = spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true");
+    let enabled = mneme_entry::clock::test_clock_enabled().await;
     let seeded =
         req.headers().get("x-mneme-seed").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
     match seeded {
@@ -133,26 +145,7 @@ async fn seed(req: &Request) -> u64 {
     }
 }
 
-/// The principal's offset from UTC in minutes (variable
-/// `utc_offset_minutes`), for quiet hours.
-async fn utc_offset() -> Result<i64, ApiError> {
-    let raw = spin_sdk::variables::get("utc_offset_minutes").await.unwrap_or_default();
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Ok(0);
-    }
-    raw.parse::<i64>().ok().filter(|m| (-14 * 60..=14 * 60).contains(m)).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "misconfigured",
-            format!("the variable utc_offset_minutes must be whole minutes from -840 to 840, not `{raw}`"),
-        )
-    })
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
+use mneme_time::clock::system_ms as now_ms;
 
 /// A stage's JSON answer (`null` when it is not JSON).
 pub(crate) fn parse(s: &str) -> serde_json::Value {

@@ -5,7 +5,7 @@
 //! with no model configured it does not run, and the regulator works from
 //! the pressures it can measure without it.
 
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::router::router;
 use crate::mneme::types::types::StageError;
 use crate::parse;
@@ -32,10 +32,7 @@ pub async fn reflect(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Val
     for d in begun["decisions"].as_array().into_iter().flatten() {
         let answer = llm::complete(CompletionRequest {
             tier: Tier::Primary,
-            messages: vec![
-                ChatMessage { role: "system".into(), content: rules::REFLECTION_PROMPT.into() },
-                ChatMessage { role: "user".into(), content: d.to_string() },
-            ],
+            messages: mneme_entry::model::system_user(rules::REFLECTION_PROMPT, d.to_string()),
             max_tokens: Some(600),
             temperature: Some(rules::REFLECTION_TEMPERATURE),
             json: true,

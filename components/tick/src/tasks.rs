@@ -5,16 +5,15 @@
 //! through one bounded ACT loop, checkpoints after every finished step, and
 //! ends the cycle: state, surfacing event, next jittered time.
 
-use crate::mneme::act::act as act_stage;
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::tasks::tasks;
 use crate::mneme::types::types::StageError;
-use crate::now_ms;
 use crate::{internal, parse};
 use mneme_background::cycle::{self, Progress};
-use mneme_background::tasks::{ACT_PROMPT, PLAN_PROMPT, STEPS_PER_CYCLE, Step, loop_limits, next_run};
-use mneme_conversation::act::{Action, LoopState, Termination};
+use mneme_background::tasks::{ACT_PROMPT, STEPS_PER_CYCLE, Step, loop_limits, next_run};
+use mneme_conversation::act::{Action, Termination};
 use mneme_conversation::generate::ActResult;
+use mneme_entry::act::{ActLoop, Origin};
 use serde_json::{Value, json};
 
 /// A claimed task (and the worker) is someone else's after this long; every
@@ -25,28 +24,6 @@ pub const LEASE_MS: u64 = 300_000;
 /// cumulative limit still bounds the loop.
 const BUDGET_MS: u64 = 90_000;
 const ITERATION_TIMEOUT_MS: u32 = 30_000;
-
-/// Asks the model for a plan, or takes the rules' when none is configured.
-async fn decompose(goal: &str, model: &llm::ModelStatus) -> (Result<mneme_background::tasks::Plan, String>, String) {
-    let answer = if model.configured {
-        let r = llm::complete(CompletionRequest {
-            tier: Tier::Primary,
-            messages: vec![
-                ChatMessage { role: "system".into(), content: PLAN_PROMPT.into() },
-                ChatMessage { role: "user".into(), content: cycle::decomposition_message(goal) },
-            ],
-            max_tokens: Some(cycle::DECOMPOSE_MAX_TOKENS),
-            temperature: Some(cycle::DECOMPOSE_TEMPERATURE),
-            json: true,
-            timeout_ms: cycle::DECOMPOSE_TIMEOUT_MS,
-        })
-        .await;
-        Some(r.map(|c| (c.text, c.model)).map_err(|e| format!("{}: {}", e.code, e.message)))
-    } else {
-        None
-    };
-    cycle::decomposition(goal, answer)
-}
 
 /// What one step's (or a flat cycle's) iterations came to.
 struct StepRun {
@@ -59,63 +36,19 @@ struct StepRun {
 }
 
 /// The cycle's bounded ACT loop, shared by its steps.
-struct Loop {
-    task_id: String,
-    loop_id: String,
-    state: LoopState,
-    started_ms: u64,
-    now_ms: u64,
-}
+struct Loop(ActLoop);
 
 impl Loop {
     fn out_of_time(&self) -> bool {
-        now_ms().saturating_sub(self.started_ms) >= BUDGET_MS
+        self.0.elapsed_ms() >= BUDGET_MS
     }
 
-    /// Checks the design's limits before `plan`, dispatches it through the
-    /// ACT stage, grows fatigue and logs the iteration. `Err(reason)` ends
-    /// the cycle.
+    /// One iteration of the shared driver; `Err(reason)` ends the cycle.
     async fn act(&mut self, plan: &[Action]) -> Result<Result<Vec<ActResult>, String>, StageError> {
-        let limits = loop_limits();
-        self.state.elapsed_ms = now_ms().saturating_sub(self.started_ms);
-        if let Some(t) = self.state.check(plan, &limits) {
-            self.log(plan, &[], 0, 0.0, Some(t)).await?;
-            return Ok(Err(termination(t)));
-        }
-        let t0 = now_ms();
-        let results: Vec<ActResult> = serde_json::from_str(
-            &act_stage::dispatch(
-                json!({"actions": plan, "thread_id": format!("task:{}", self.task_id), "topic": "persistent-task",
-                       "now_ms": self.now_ms, "per_action_timeout_ms": limits.per_action_timeout_ms})
-                .to_string(),
-            )
-            .await?,
-        )
-        .map_err(|e| internal(format!("the ACT stage's answer: {e}")))?;
-        let took = now_ms().saturating_sub(t0);
-        let cost = self.state.record(plan, 0, &limits);
-        self.log(plan, &results, took, cost, None).await?;
-        Ok(Ok(results))
-    }
-
-    async fn log(
-        &self,
-        plan: &[Action],
-        results: &[ActResult],
-        took: u64,
-        cost: f64,
-        t: Option<Termination>,
-    ) -> Result<(), StageError> {
-        let reason = t.and_then(|t| serde_json::to_value(t).ok());
-        act_stage::log_iteration(
-            json!({"loop_id": self.loop_id, "exchange_id": format!("task:{}", self.task_id),
-                   "iteration_number": self.state.iteration, "actions": plan, "results": results,
-                   "execution_time_ms": took, "cost": cost, "fatigue": self.state.fatigue, "mode": "TASK",
-                   "termination_reason": reason, "now_ms": self.now_ms})
-            .to_string(),
-        )
-        .await
-        .map(|_| ())
+        Ok(match self.0.iterate(plan).await? {
+            mneme_entry::act::Step::Ran(results) => Ok(results),
+            mneme_entry::act::Step::Ended(t) => Err(termination(t)),
+        })
     }
 }
 
@@ -169,13 +102,10 @@ async fn run_step(
         }
         let answer = llm::complete(CompletionRequest {
             tier: Tier::Primary,
-            messages: vec![
-                ChatMessage { role: "system".into(), content: ACT_PROMPT.into() },
-                ChatMessage {
-                    role: "user".into(),
-                    content: cycle::iteration_message(goal, progress, step.map(|s| s.id.as_str()), &so_far),
-                },
-            ],
+            messages: mneme_entry::model::system_user(
+                ACT_PROMPT,
+                cycle::iteration_message(goal, progress, step.map(|s| s.id.as_str()), &so_far),
+            ),
             max_tokens: Some(800),
             temperature: Some(0.2),
             json: true,
@@ -231,7 +161,7 @@ async fn abandon(
     )
     .await?;
     Ok(json!({"due": true, "task_id": id, "abandoned": e.message, "saved": false,
-              "next_at": mneme_knowledge::entry::timestamp(next), "next_ms": next}))
+              "next_at": mneme_time::calendar::utc_timestamp(next), "next_ms": next}))
 }
 
 /// One cycle, if the worker is due. `began_ms` is the request's time and
@@ -260,19 +190,20 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
         .await
     };
     if !progress.decomposed {
-        let (plan, by) = decompose(&goal, &model).await;
-        progress.decomposed(plan, &by);
+        mneme_entry::tasks::decompose(&goal, &model, &mut progress).await;
         if let Err(e) = save(&progress).await {
             return abandon(&id, &claim, &progress, next, clock(), e).await;
         }
     }
-    let mut lp = Loop {
-        task_id: id.clone(),
+    let origin = Origin {
         loop_id: mneme_http::new_id(),
-        state: LoopState::default(),
-        started_ms: now_ms(),
+        exchange_id: format!("task:{id}"),
+        thread_id: format!("task:{id}"),
+        topic: "persistent-task".into(),
+        mode: "TASK".into(),
         now_ms: began_ms,
     };
+    let mut lp = Loop(ActLoop::new(origin, loop_limits()));
     let mut ran = Vec::new();
     let mut stop = None;
     if progress.plan.is_some() {
@@ -282,7 +213,7 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
             };
             // The repeated-action rule is about one step going round in
             // circles: a recall in each of three steps is progress.
-            lp.state.history.clear();
+            lp.0.state.history.clear();
             let run = run_step(&goal, &progress, Some(&step), &model, &mut lp).await?;
             if let Some((result, skipped)) = &run.finished {
                 progress.finish_step(&step.id, result, *skipped);
@@ -338,7 +269,7 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
         "event_id": ended["event_id"],
         "saved": ended["saved"],
         "model": if model.configured { model.primary } else { cycle::RULES_LABEL.to_string() },
-        "next_at": mneme_knowledge::entry::timestamp(next),
+        "next_at": mneme_time::calendar::utc_timestamp(next),
         "next_ms": next,
     }))
 }

@@ -9,13 +9,15 @@
 
 use crate::mneme::act::act;
 use crate::mneme::commit::commit;
-use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::types::types::StageError;
 use crate::{internal, parse};
 use mneme_conversation::Mode;
+use mneme_conversation::act::{Action, Limits};
 use mneme_conversation::context::Assembled;
 use mneme_conversation::generate::{self, ActResult, ReplySource};
 use mneme_conversation::tools::{self as rules, CriticStep};
+use mneme_entry::act::{ActLoop, Origin};
 use serde_json::{Value, json};
 
 /// A claimed job is another tick's to take over after this long: above
@@ -68,7 +70,7 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
         .map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect())
         .unwrap_or_default();
     let began = clock();
-    let (mut results, mut fatigue, mut escalation) = (Vec::<ActResult>::new(), 0.0, None);
+    let (mut results, mut critic_fatigue, mut escalation) = (Vec::<ActResult>::new(), 0.0, None);
     for name in &names {
         let (mut retries, mut correction) = (0, None::<String>);
         loop {
@@ -87,7 +89,7 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
             match step {
                 None | Some((CriticStep::Keep, _)) => break,
                 Some((step, cost)) => {
-                    fatigue += cost;
+                    critic_fatigue += cost;
                     match step {
                         CriticStep::Retry(c) => {
                             results.push(note(format!("{name}: the critic asked for a retry: {c}")));
@@ -110,15 +112,18 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
         }
     }
     let took = clock().saturating_sub(began);
-    let actions: Vec<Value> = names.iter().map(|n| json!({"type": n, "params": {}})).collect();
-    act::log_iteration(
-        json!({"loop_id": p["cycle_id"], "exchange_id": p["exchange_id"], "iteration_number": 1, "actions": actions,
-               "results": results, "execution_time_ms": took, "cost": fatigue, "fatigue": fatigue,
-               "mode": if model.configured { "ACT (Path B)" } else { "ACT (Path B, no critic: no model)" },
-               "termination_reason": null, "now_ms": p["now_ms"]})
-        .to_string(),
-    )
-    .await?;
+    // One iteration of the shared ACT driver: the tools' fatigue by the
+    // rules, plus the critic's.
+    let actions: Vec<Action> = names.iter().map(|n| Action { kind: n.clone(), params: Default::default() }).collect();
+    let origin = Origin {
+        loop_id: s("cycle_id"),
+        exchange_id: s("exchange_id"),
+        thread_id: s("thread_id"),
+        topic: topic.clone(),
+        mode: if model.configured { "ACT (Path B)" } else { "ACT (Path B, no critic: no model)" }.into(),
+        now_ms: p["now_ms"].as_u64().unwrap_or_default(),
+    };
+    ActLoop::new(origin, Limits::default()).record(&actions, &results, took, critic_fatigue).await?;
     // The reply: the escalation as asked, or a RESPOND over the results.
     let gen_started = clock();
     let (mode, reply, source) = match escalation {
@@ -185,10 +190,7 @@ async fn critic(
     );
     let answer = llm::complete(CompletionRequest {
         tier: Tier::Light,
-        messages: vec![
-            ChatMessage { role: "system".into(), content: CRITIC_PROMPT.into() },
-            ChatMessage { role: "user".into(), content: user },
-        ],
+        messages: mneme_entry::model::system_user(CRITIC_PROMPT, user),
         max_tokens: Some(200),
         temperature: Some(0.0),
         json: true,
@@ -204,26 +206,8 @@ async fn critic(
 /// The reply over the tools' results: the primary model, else the labelled
 /// rules.
 async fn reply_text(ctx: &Assembled, text: &str, results: &[ActResult]) -> (String, ReplySource) {
-    let messages = generate::messages(Mode::Respond, ctx, text, results)
-        .into_iter()
-        .map(|m| ChatMessage {
-            role: match m.role {
-                mneme_llm::Role::System => "system".into(),
-                mneme_llm::Role::User => "user".into(),
-                mneme_llm::Role::Assistant => "assistant".into(),
-            },
-            content: m.content,
-        })
-        .collect();
-    let answer = llm::complete(CompletionRequest {
-        tier: Tier::Primary,
-        messages,
-        max_tokens: Some(800),
-        temperature: Some(generate::TEMPERATURE),
-        json: false,
-        timeout_ms: generate::TIMEOUT_MS,
-    })
-    .await;
+    let messages = mneme_entry::model::messages(generate::messages(Mode::Respond, ctx, text, results));
+    let answer = llm::complete(mneme_entry::model::reply_request(messages)).await;
     match answer {
         Ok(c) if !generate::clean(&c.text).is_empty() => (generate::clean(&c.text), ReplySource::Model),
         Ok(_) => (generate::fallback(Mode::Respond, ctx, text, results, "empty answer"), ReplySource::RuleBased),

@@ -4,7 +4,7 @@
 //! configured, and the salience, strength and trigger formulas.
 
 use mneme_conversation::generate::keywords;
-use mneme_conversation::words::words;
+use mneme_text::words;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

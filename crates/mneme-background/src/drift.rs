@@ -4,7 +4,8 @@
 //! for quiet hours, and the action router with each action's gates and
 //! score. The `drift` stage gathers a [`Situation`] and hands it here.
 
-use mneme_conversation::words::jaccard;
+use mneme_text::jaccard;
+use mneme_time::Zone;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -282,24 +283,13 @@ pub fn quiet(local_hour: u32) -> bool {
 }
 
 /// When the quiet hours around `at_ms` end (08:00 local), or `at_ms`
-/// itself outside them.
-pub fn quiet_end(at_ms: i64, utc_offset_minutes: i64) -> i64 {
-    let hour = local_hour(at_ms, utc_offset_minutes);
-    if !quiet(hour) {
-        return at_ms;
-    }
-    let local = at_ms + utc_offset_minutes * 60_000;
-    let day_start = local.div_euclid(24 * H) * 24 * H;
-    let end = if hour >= 23 { day_start + 24 * H + 8 * H } else { day_start + 8 * H };
-    end - utc_offset_minutes * 60_000
+/// itself outside them. Local time follows the zone's daylight saving.
+pub fn quiet_end(at_ms: i64, zone: &Zone) -> i64 {
+    if quiet(zone.local_hour(at_ms)) { zone.next_local_hour(at_ms, QUIET_END_HOUR) } else { at_ms }
 }
 
-/// The principal's local hour, from UTC milliseconds and their offset
-/// from UTC in minutes.
-pub fn local_hour(now_ms: i64, utc_offset_minutes: i64) -> u32 {
-    let minutes = now_ms.div_euclid(60_000) + utc_offset_minutes;
-    (minutes.rem_euclid(24 * 60) / 60) as u32
-}
+/// Quiet hours end at 08:00 local time.
+pub const QUIET_END_HOUR: u8 = 8;
 
 /// A deferred COMMUNICATE thought waits at most this long…
 pub const DEFERRED_TTL_MS: i64 = 48 * H;
@@ -520,7 +510,7 @@ pub fn nurture(s: &Situation) -> Verdict {
 /// tasks, 48 h since the last proposal. Score activation × 0.7.
 pub fn plan(s: &Situation) -> Verdict {
     let (kind_ok, verb) = s.thought.as_ref().map_or((false, false), |t| {
-        let words = mneme_conversation::words::words(&t.content);
+        let words = mneme_text::words(&t.content);
         (
             matches!(t.kind, ThoughtKind::Question | ThoughtKind::Hypothesis | ThoughtKind::Insight),
             words.iter().any(|w| ACTIONABLE.iter().any(|v| w.starts_with(v))),
@@ -786,14 +776,16 @@ mod tests {
 
     #[test]
     fn hours_medians_picks_and_the_thought_message() {
-        assert_eq!(local_hour(0, 0), 0);
-        assert_eq!(local_hour(23 * H, 60), 0);
-        assert_eq!(local_hour(H / 2, -60), 23, "30 min past midnight UTC is 23:30 at UTC−1");
+        let (utc, west) = (Zone::utc(), Zone::fixed(-60).unwrap());
         let day = 1_000 * 24 * H;
-        assert_eq!(quiet_end(day + 23 * H + 30 * 60_000, 0), day + 32 * H, "23:30 → 08:00 the next day");
-        assert_eq!(quiet_end(day + 3 * H, 0), day + 8 * H);
-        assert_eq!(quiet_end(day + 12 * H, 0), day + 12 * H, "not quiet");
-        assert_eq!(quiet_end(day + 24 * H + 30 * 60_000, -60), day + 33 * H, "23:30 at UTC−1 ends at 09:00 UTC");
+        assert_eq!(quiet_end(day + 23 * H + 30 * 60_000, &utc), day + 32 * H, "23:30 → 08:00 the next day");
+        assert_eq!(quiet_end(day + 3 * H, &utc), day + 8 * H);
+        assert_eq!(quiet_end(day + 12 * H, &utc), day + 12 * H, "not quiet");
+        assert_eq!(quiet_end(day + 24 * H + 30 * 60_000, &west), day + 33 * H, "23:30 at UTC−1 ends at 09:00 UTC");
+        // Europe/London on 2027-03-28: 23:30 GMT on the eve, then 08:00 BST (07:00 UTC).
+        let london = Zone::parse("Europe/London").unwrap();
+        let eve = utc.parse_datetime("2027-03-27T23:30:00Z").unwrap();
+        assert_eq!(utc.format(quiet_end(eve, &london)), "2027-03-28T07:00:00Z");
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));

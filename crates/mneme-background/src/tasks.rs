@@ -5,7 +5,7 @@
 //! surfaced after cycle 2 or when coverage jumps by more than 15 points.
 
 use mneme_conversation::act::Limits;
-use mneme_conversation::words::{jaccard, words};
+use mneme_text::{jaccard, words};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

@@ -177,7 +177,7 @@ pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64) -> 
                     plan.push(Action {
                         kind: "schedule".into(),
                         params: obj(
-                            serde_json::json!({"action": "create", "message": w[1].trim(), "due_at": iso8601(due)}),
+                            serde_json::json!({"action": "create", "message": w[1].trim(), "due_at": mneme_time::calendar::utc_timestamp(due)}),
                         ),
                     });
                 } else {
@@ -199,23 +199,6 @@ pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64) -> 
         }
     }
     plan
-}
-
-/// Unix milliseconds as an ISO-8601 UTC timestamp.
-pub fn iso8601(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// The loop's running state.
@@ -302,7 +285,6 @@ mod tests {
         let p = rule_plan("remember that my favourite tea is oolong", &[], 0, 0);
         assert_eq!(p[1].params["facts"][0]["key"], "favourite tea");
         assert!(rule_plan("anything", &[], 1, 0).is_empty());
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
     }
 
     #[test]

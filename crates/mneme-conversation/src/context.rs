@@ -138,21 +138,10 @@ pub fn salience(text: &str) -> f64 {
         s += 0.15;
     }
     let urgent = ["urgent", "asap", "immediately", "help", "error", "bug", "broken", "crash"];
-    if crate::words::words(text).iter().any(|w| urgent.contains(&w.as_str())) {
+    if mneme_text::words(text).iter().any(|w| urgent.contains(&w.as_str())) {
         s += 0.15;
     }
     round3(s.min(1.0))
-}
-
-/// Cosine similarity of two vectors (0 when either is all zeros).
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b) {
-        dot += *x as f64 * *y as f64;
-        na += (*x as f64).powi(2);
-        nb += (*y as f64).powi(2);
-    }
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
 }
 
 #[cfg(test)]
@@ -211,13 +200,6 @@ mod tests {
         assert_eq!(salience("is it broken?"), 0.8);
         assert_eq!(salience(&"x".repeat(101)), 0.7);
         assert_eq!(salience(&format!("{}? help", "x".repeat(120))), 1.0);
-    }
-
-    #[test]
-    fn cosine_basics() {
-        assert!((cosine(&[1.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-9);
-        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 1.0]), 0.0);
-        assert_eq!(cosine(&[0.0, 0.0], &[0.0, 1.0]), 0.0);
     }
 }
 

@@ -176,14 +176,9 @@ pub fn fallback(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult], reas
 
 /// Keywords of a message: words of 4+ letters that are not function words.
 pub fn keywords(text: &str) -> Vec<String> {
-    const SKIP: &[&str] = &[
-        "what", "when", "where", "which", "with", "that", "this", "there", "their", "about", "would", "could",
-        "should", "have", "from", "your", "mine", "they", "them", "were", "been", "does", "tell", "know", "just",
-        "like", "some", "more", "into", "than", "then", "also", "please", "thanks", "remember", "said",
-    ];
     let mut out: Vec<String> = Vec::new();
-    for w in crate::words::words(text) {
-        if w.chars().count() >= 4 && !SKIP.contains(&w.as_str()) && !out.contains(&w) {
+    for w in mneme_text::words(text) {
+        if w.chars().count() >= 4 && !mneme_text::stopwords::RECALL_SKIP.contains(&w.as_str()) && !out.contains(&w) {
             out.push(w);
         }
     }

@@ -5,45 +5,13 @@
 //! by regex: a Unicode-letter pattern costs milliseconds to compile, and
 //! every request runs in a fresh instance.
 
+use mneme_text::stopwords::NOT_A_NAME;
+
 /// Confidence of a name the principal stated outright.
 pub const NAME_CONFIDENCE: f64 = 0.95;
 
 /// The trigger phrases, in order; the first that matches wins.
 const PHRASES: [&str; 6] = ["call me", "my name is", "i go by", "you can call me", "i'm known as", "refer to me as"];
-
-const STOP: &[&str] = &[
-    "a",
-    "an",
-    "the",
-    "i",
-    "me",
-    "my",
-    "we",
-    "you",
-    "your",
-    "he",
-    "she",
-    "they",
-    "it",
-    "this",
-    "that",
-    "here",
-    "there",
-    "done",
-    "fine",
-    "good",
-    "okay",
-    "ok",
-    "sure",
-    "yes",
-    "no",
-    "maybe",
-    "later",
-    "anything",
-    "something",
-    "nothing",
-    "everything",
-];
 
 /// Where `phrase` (lower-case, ASCII) occurs in `text` at a word start and
 /// is followed by whitespace: the byte offset just after it. "i'm" also
@@ -105,14 +73,14 @@ pub fn stated_name(text: &str) -> Option<String> {
         tokens.push(second);
     }
     // A second token that is a stopword ("call me Sam please") is not part of the name.
-    if tokens.len() == 2 && STOP.contains(&tokens[1].to_lowercase().as_str()) {
+    if tokens.len() == 2 && NOT_A_NAME.contains(&tokens[1].to_lowercase().as_str()) {
         tokens.pop();
     }
     let candidate = tokens.join(" ");
-    if candidate.chars().count() < 2 || STOP.contains(&candidate.to_lowercase().as_str()) {
+    if candidate.chars().count() < 2 || NOT_A_NAME.contains(&candidate.to_lowercase().as_str()) {
         return None;
     }
-    if STOP.contains(&tokens[0].to_lowercase().as_str()) {
+    if NOT_A_NAME.contains(&tokens[0].to_lowercase().as_str()) {
         return None;
     }
     let all_lower = candidate.chars().all(|c| !c.is_uppercase());

@@ -9,7 +9,7 @@ use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::social;
-use crate::words::{token_count, words};
+use mneme_text::{token_count, words};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -14,6 +14,5 @@ pub mod social;
 pub mod tools;
 pub mod topic;
 pub mod triage;
-pub mod words;
 
 pub use mode::Mode;

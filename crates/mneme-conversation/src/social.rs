@@ -15,7 +15,7 @@ use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::intent::{is_greeting, is_positive_feedback};
-use crate::words::words;
+use mneme_text::words;
 
 /// The social exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

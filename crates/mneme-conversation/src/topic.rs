@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::cosine;
+use mneme_text::cosine;
 
 /// Similarity bonus of the topic the thread was last on.
 pub const RECENT_BOOST: f64 = 0.15;
@@ -80,26 +80,14 @@ pub fn fold(topic: &mut Topic, embedding: &[f32]) {
     topic.messages += 1;
 }
 
-const STOP: &[&str] = &[
-    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because",
-    "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "don't", "for", "from",
-    "get", "got", "had", "has", "have", "having", "he", "her", "here", "him", "his", "how", "i", "i'm", "if", "in",
-    "into", "is", "it", "it's", "its", "just", "know", "like", "me", "more", "most", "my", "need", "no", "not", "now",
-    "of", "on", "one", "or", "our", "out", "please", "really", "she", "should", "so", "some", "tell", "than", "that",
-    "the", "their", "them", "then", "there", "these", "they", "think", "this", "to", "too", "up", "us", "very", "want",
-    "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would", "you",
-    "your", "hey", "hi", "hello", "thanks", "ok", "okay", "yes", "let", "let's", "make", "going", "way", "much",
-    "many", "well", "there's",
-];
-
 /// A topic name from the message: its first 1–4 keywords (non-stopwords
 /// of 3+ letters), joined by hyphens; `topic-<ts>` when there are none.
 pub fn name_from(text: &str, now_ms: u64) -> String {
     let mut picked: Vec<String> = Vec::new();
-    for w in crate::words::words(text) {
+    for w in mneme_text::words(text) {
         let w = w.trim_matches('\'').to_string();
         if w.chars().count() >= 3
-            && !STOP.contains(&w.as_str())
+            && !mneme_text::stopwords::TOPIC_NAME.contains(&w.as_str())
             && w.chars().any(char::is_alphabetic)
             && !picked.contains(&w)
         {

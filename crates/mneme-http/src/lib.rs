@@ -68,8 +68,8 @@ impl ApiError {
             // embedding host) is down, or the deployment is missing a
             // setting, a permission or a migration: nothing the request
             // could change, and worth retrying once an operator has looked.
-            "store-unavailable" | "model-unavailable" | "not-configured" | "embedding-failed" | "config"
-            | "access-denied" | "migration" => StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable" | "model-unavailable" | "not-configured" | "misconfigured" | "embedding-failed"
+            | "config" | "access-denied" | "migration" => StatusCode::SERVICE_UNAVAILABLE,
             // `internal`, `decode`, `bad-sql` and any code not listed: a
             // fault in Mneme itself.
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -249,6 +249,15 @@ pub fn require_header_token(
     }
 }
 
+pub use mneme_time::clock::CLOCK_HEADER;
+
+/// A request's time in Unix ms: the `X-Mneme-Clock` header when the
+/// deployment enables the test clock (the Spin variable `test_clock`, which
+/// must stay false in production), else the system clock.
+pub fn request_clock(headers: &HeaderMap, test_clock_enabled: bool) -> u64 {
+    mneme_time::clock::request_ms(headers.get(CLOCK_HEADER).and_then(|v| v.to_str().ok()), test_clock_enabled)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,35 +413,5 @@ mod tests {
             assert_eq!(ApiError::from_stage(upstream, "x").status, 502, "{upstream}");
         }
         assert_eq!(ApiError::from_stage("decode", "x").status, 500);
-    }
-}
-
-/// The header that sets a request's clock in tests.
-pub const CLOCK_HEADER: &str = "x-mneme-clock";
-
-/// A request's time in Unix ms: the `X-Mneme-Clock` header when the
-/// deployment enables the test clock (the Spin variable `test_clock`, which
-/// must stay false in production), else `system_ms`.
-pub fn request_clock(headers: &HeaderMap, test_clock_enabled: bool, system_ms: u64) -> u64 {
-    let injected = headers.get(CLOCK_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
-    match injected {
-        Some(t) if test_clock_enabled => t,
-        _ => system_ms,
-    }
-}
-
-#[cfg(test)]
-mod clock_tests {
-    use super::*;
-
-    #[test]
-    fn the_clock_header_counts_only_when_enabled() {
-        let mut h = HeaderMap::new();
-        assert_eq!(request_clock(&h, true, 7), 7);
-        h.insert(CLOCK_HEADER, "1800000000000".parse().unwrap());
-        assert_eq!(request_clock(&h, true, 7), 1_800_000_000_000);
-        assert_eq!(request_clock(&h, false, 7), 7);
-        h.insert(CLOCK_HEADER, "soon".parse().unwrap());
-        assert_eq!(request_clock(&h, true, 7), 7);
     }
 }

@@ -200,65 +200,6 @@ pub fn entry_id(n: i64) -> String {
     format!("KE-{n:04}")
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of days since the epoch.
-pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// Parses `YYYY-MM-DD`, optionally followed by a time (`T…` or ` …`), to
-/// days since the epoch; `None` when it is not a real calendar date.
-pub fn parse_date(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let date = s.get(..10)?;
-    if s.len() > 10 && !matches!(s.as_bytes()[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let b = date.as_bytes();
-    if b[4] != b'-' || b[7] != b'-' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| date.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    if !(1..=12).contains(&m) || d < 1 {
-        return None;
-    }
-    let days = days_from_civil(y, m, d);
-    // Reject 2026-02-30 and the like: the day must survive the round trip.
-    (civil_from_days(days) == (y, m, d)).then_some(days)
-}
-
-/// `YYYY-MM-DD` of days since the epoch.
-pub fn format_date(days: i64) -> String {
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// An RFC 3339 UTC timestamp (seconds) of epoch milliseconds.
-pub fn timestamp(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    format!("{}T{:02}:{:02}:{:02}Z", format_date(days), rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,17 +236,5 @@ mod tests {
         assert_eq!(entry_id(1), "KE-0001");
         assert_eq!(entry_id(9999), "KE-9999");
         assert_eq!(entry_id(10000), "KE-10000");
-    }
-
-    #[test]
-    fn dates_parse_only_when_real() {
-        assert_eq!(parse_date("1970-01-01"), Some(0));
-        assert_eq!(parse_date("2026-11-22"), Some(days_from_civil(2026, 11, 22)));
-        assert_eq!(parse_date("2026-11-22T10:00:00Z"), parse_date("2026-11-22"));
-        for bad in ["2026-02-30", "2026-13-01", "22/11/2026", "2026-11-2", "soon", "2026-11-22x"] {
-            assert_eq!(parse_date(bad), None, "{bad}");
-        }
-        assert_eq!(format_date(parse_date("2024-02-29").unwrap()), "2024-02-29");
-        assert_eq!(timestamp(86_400_000 + 3_661_000), "1970-01-02T01:01:01Z");
     }
 }

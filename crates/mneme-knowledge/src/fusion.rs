@@ -137,9 +137,9 @@ pub fn fuse(text: &[i64], cosines: &[(i64, f32)]) -> Vec<(i64, f64)> {
 /// The search terms of a query: content words, letters and digits only.
 pub fn terms(query: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for w in crate::text::words(query) {
+    for w in mneme_text::words(query) {
         let w: String = w.chars().filter(|c| c.is_alphanumeric()).collect();
-        if w.len() > 1 && !crate::text::is_stopword(&w) && !out.contains(&w) && out.len() < 32 {
+        if w.len() > 1 && !mneme_text::stopwords::CONTENT.contains(&w.as_str()) && !out.contains(&w) && out.len() < 32 {
             out.push(w);
         }
     }

@@ -2,8 +2,9 @@
 //! "superseded_by"). The model, when there is one, only labels stances; the
 //! decision is this module's deterministic rule.
 
-use crate::entry::{Confidence, Entry, KnowledgeType, parse_date, promoted};
+use crate::entry::{Confidence, Entry, KnowledgeType, promoted};
 use crate::text;
+use mneme_time::calendar::parse_date;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

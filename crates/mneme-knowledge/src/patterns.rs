@@ -4,8 +4,8 @@
 //! provisional pattern is minted; null when nothing applies or the
 //! observation is pure communication style.
 
-use crate::rank::cosine;
 use crate::text;
+use mneme_text::cosine;
 use serde::{Deserialize, Serialize};
 
 /// Nearest-pattern match threshold (001): at or above, the hint joins it.
@@ -65,7 +65,7 @@ const STYLE_WORDS: &[&str] = &[
 
 /// Whether a pattern hint is about communication style only.
 pub fn is_style(hint: &str) -> bool {
-    text::words(hint).iter().any(|w| STYLE_WORDS.contains(&w.as_str()))
+    mneme_text::words(hint).iter().any(|w| STYLE_WORDS.contains(&w.as_str()))
 }
 
 /// The hint with empty and null-ish values removed.
@@ -91,7 +91,7 @@ pub fn resolve_direct(hint: Option<&str>, style_only: bool, known: &[String]) ->
 
 /// The second step: the embedded hint against every pattern's centroid.
 pub fn resolve_embedded(hint: &str, embedding: &[f32], patterns: &[(String, Vec<f32>)]) -> Resolution {
-    let best = patterns.iter().map(|(slug, c)| (slug, cosine(embedding, c))).max_by(|a, b| a.1.total_cmp(&b.1));
+    let best = patterns.iter().map(|(slug, c)| (slug, cosine(embedding, c) as f32)).max_by(|a, b| a.1.total_cmp(&b.1));
     match best {
         Some((slug, cos)) if matches(cos) => Resolution::Matched { slug: slug.clone(), cosine: cos },
         _ => {

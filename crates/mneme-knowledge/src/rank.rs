@@ -1,21 +1,8 @@
 //! The read-time scores of `/retrieve` (001, "The read-time scores"):
 //! computed on each call, never stored.
 
-use crate::entry::{Confidence, KnowledgeType, Stability, parse_date};
-
-/// Cosine similarity; 0 when either vector is empty, zero or mismatched.
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    if a.len() != b.len() || a.is_empty() {
-        return 0.0;
-    }
-    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
-}
+use crate::entry::{Confidence, KnowledgeType, Stability};
+use mneme_time::calendar::parse_date;
 
 /// relevance_score: the cosine of question and entry, clamped to [0, 1].
 pub fn relevance(cos: f32) -> f64 {
@@ -48,12 +35,11 @@ pub fn final_score(relevance: f64, kind: KnowledgeType, confidence: Confidence, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entry::days_from_civil;
 
     const DAY: u64 = 86_400_000;
 
     fn now() -> u64 {
-        days_from_civil(2026, 11, 22) as u64 * DAY
+        mneme_time::calendar::days_from_date(2026, 11, 22).unwrap() as u64 * DAY
     }
 
     #[test]
@@ -95,13 +81,5 @@ mod tests {
         let relevant = final_score(0.9, KnowledgeType::Reaction, Confidence::Low, 1.0);
         let generic = final_score(0.4, KnowledgeType::Framework, Confidence::High, 1.0);
         assert!(relevant > generic);
-    }
-
-    #[test]
-    fn cosine_edge_cases() {
-        assert_eq!(cosine(&[], &[]), 0.0);
-        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
-        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0);
-        assert!((cosine(&[1.0, 1.0], &[2.0, 2.0]) - 1.0).abs() < 1e-6);
     }
 }

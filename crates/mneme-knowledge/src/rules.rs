@@ -4,7 +4,6 @@
 //! same validation as a model's, so a statement with no stated reason is
 //! dropped for having no WHY, and every entry it makes is labelled `rules`.
 
-use crate::text;
 use serde_json::{Value, json};
 
 /// The extractor label on entries the rules produced.
@@ -84,7 +83,7 @@ fn after<'a>(s: &'a str, lower: &str, lead: &str) -> Option<&'a str> {
 /// and the statement with its lead-in removed.
 fn classify(s: &str) -> Option<(&'static str, String)> {
     let lower = s.to_ascii_lowercase();
-    let words = text::words(&lower);
+    let words = mneme_text::words(&lower);
     let has = |w: &str| words.iter().any(|x| x == w);
     for lead in
         ["my rule of thumb is", "rule of thumb:", "the way i think about", "my framework for", "my mental model"]
@@ -133,7 +132,7 @@ pub fn extract(transcript: &str) -> Vec<Value> {
         if claim.split_whitespace().count() < 2 {
             continue;
         }
-        let tags: Vec<String> = text::content_words(&claim).into_iter().take(3).collect();
+        let tags: Vec<String> = mneme_text::content_words(&claim).into_iter().take(3).collect();
         out.push(json!({
             "type": kind,
             "topic": crate::validate::derive_topic(&claim),

@@ -1,45 +1,8 @@
 //! Small text tools the rules share: words, content words, stance polarity,
 //! slugs and the content hash that makes ingest idempotent.
 
+use mneme_text::{content_words, words};
 use sha2::{Digest, Sha256};
-
-/// English function words that carry no topic.
-const STOPWORDS: &[&str] = &[
-    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
-    "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does",
-    "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her",
-    "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more",
-    "most", "my", "myself", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own",
-    "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these",
-    "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
-    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "think",
-    "believe", "really", "always", "never", "not", "no", "dont", "don't", "use", "get", "got", "make", "thing",
-    "things", "lot", "way", "much", "many", "yes", "ok", "okay", "did", "let", "lets", "let's", "going", "want", "say",
-    "said", "one", "two", "like", "know", "yeah", "oh", "well", "even", "still", "ever", "go",
-];
-
-/// Lowercase words (letters, digits, inner apostrophes).
-pub fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .map(|w| w.trim_matches('\'').to_lowercase())
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-pub fn is_stopword(w: &str) -> bool {
-    STOPWORDS.contains(&w)
-}
-
-/// Words that say what a text is about, in order, without repeats.
-pub fn content_words(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for w in words(text) {
-        if w.len() > 1 && !is_stopword(&w) && !out.contains(&w) {
-            out.push(w);
-        }
-    }
-    out
-}
 
 /// Words that turn a statement around.
 const NEGATIONS: &[&str] = &[
@@ -91,16 +54,6 @@ pub fn overlap(a: &str, b: &str) -> f64 {
     a.iter().filter(|w| b.contains(w)).count() as f64 / n as f64
 }
 
-/// Jaccard similarity of two texts' word sets.
-pub fn jaccard(a: &str, b: &str) -> f64 {
-    let (a, b) = (content_words(a), content_words(b));
-    if a.is_empty() && b.is_empty() {
-        return 1.0;
-    }
-    let inter = a.iter().filter(|w| b.contains(w)).count();
-    inter as f64 / (a.len() + b.len() - inter) as f64
-}
-
 /// A kebab-case slug of at most `max_words` words (`first-principles`).
 pub fn slugify(text: &str, max_words: usize) -> String {
     words(text)
@@ -143,11 +96,6 @@ mod tests {
     }
 
     #[test]
-    fn content_words_drop_function_words() {
-        assert_eq!(content_words("I believe that the team should run its deploys"), ["team", "run", "deploys"]);
-    }
-
-    #[test]
     fn slugs_and_hashes() {
         assert_eq!(slugify("First principles, then analogy!", 3), "first-principles-then");
         assert!(is_slug("first-principles"));
@@ -159,9 +107,7 @@ mod tests {
     }
 
     #[test]
-    fn jaccard_and_overlap() {
-        assert_eq!(jaccard("deploy on friday", "friday deploy"), 1.0);
-        assert_eq!(jaccard("alpha beta", "gamma delta"), 0.0);
+    fn overlap_of_content_words() {
         assert!((overlap("ship small batches", "small batches win") - 2.0 / 3.0).abs() < 1e-9);
     }
 }

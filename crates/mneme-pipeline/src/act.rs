@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::future::{Either, select};
 use mneme_conversation::act::Action;
-use mneme_conversation::context::{self, Focus, FocusSource};
+use mneme_conversation::context::{Focus, FocusSource};
 use mneme_conversation::generate::ActResult;
 use mneme_store::{Sql, Stores, Value};
 use serde::Deserialize;
@@ -29,7 +29,7 @@ pub async fn dispatch(req: DispatchRequest) -> Result<Vec<ActResult>> {
     let stores = Stores::open().await?;
     let mut out = Vec::with_capacity(req.actions.len());
     for a in &req.actions {
-        let started = mneme_store::kv::now_ms();
+        let started = mneme_time::clock::system_ms();
         let run = Box::pin(run_one(&stores, a, &req));
         let timeout = Box::pin(spin_sdk::time::sleep(Duration::from_millis(req.per_action_timeout_ms.max(1))));
         let (status, result) = match select(run, timeout).await {
@@ -42,7 +42,7 @@ pub async fn dispatch(req: DispatchRequest) -> Result<Vec<ActResult>> {
             action_type: a.kind.clone(),
             status: status.into(),
             result,
-            execution_time_ms: mneme_store::kv::now_ms().saturating_sub(started),
+            execution_time_ms: mneme_time::clock::system_ms().saturating_sub(started),
             confidence,
         });
     }
@@ -379,7 +379,7 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
         let mut next = Vec::new();
         for (e, strength) in &frontier {
             for (name, te) in &topics {
-                let a = context::cosine(e, te) * strength;
+                let a = mneme_text::cosine(e, te) * strength;
                 if a >= 0.3 {
                     match activation.iter_mut().find(|(n, _)| n == name) {
                         Some((_, v)) => *v = v.max(a),
@@ -404,47 +404,6 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
     Ok(format!("topics (no concepts yet): {}", listed.join(", ")))
 }
 
-/// Parses an ISO-8601 / RFC 3339 timestamp (`YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]`,
-/// a naive time counts as UTC) to Unix milliseconds.
-pub fn parse_iso8601(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let (date, rest) = s.split_at(s.find(['T', ' ']).unwrap_or(s.len()));
-    let mut d = date.split('-');
-    let (y, m, day): (i64, i64, i64) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
-    if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
-        return None;
-    }
-    let rest = rest.get(1..).unwrap_or("");
-    let (time, offset_min) = if let Some(t) = rest.strip_suffix('Z').or_else(|| rest.strip_suffix('z')) {
-        (t, 0)
-    } else if let Some(i) = rest.rfind(['+', '-']).filter(|i| *i >= 5) {
-        let (t, o) = rest.split_at(i);
-        let sign = if o.starts_with('-') { -1 } else { 1 };
-        let mut hm = o[1..].split(':');
-        let (oh, om): (i64, i64) = (hm.next()?.parse().ok()?, hm.next().unwrap_or("0").parse().ok()?);
-        (t, sign * (oh * 60 + om))
-    } else {
-        (rest, 0)
-    };
-    let mut t = time.split(':');
-    let h: i64 = t.next().filter(|x| !x.is_empty()).unwrap_or("0").parse().ok()?;
-    let mi: i64 = t.next().unwrap_or("0").parse().ok()?;
-    let sec: f64 = t.next().unwrap_or("0").parse().ok()?;
-    if h > 23 || mi > 59 || sec >= 61.0 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y2 = if m <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400 + h * 3600 + mi * 60 - offset_min * 60) * 1000) + (sec * 1000.0) as i64)
-}
-
-const RECURRENCES: [&str; 5] = ["daily", "weekly", "monthly", "weekdays", "hourly"];
-
 async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
     match s(p, "action").unwrap_or("create") {
         "create" => {
@@ -453,20 +412,19 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
                 return Err(Fail::invalid("a reminder message is at most 1000 characters"));
             }
             let due_raw = s(p, "due_at").ok_or_else(|| Fail::invalid("schedule needs `due_at` (ISO-8601)"))?;
-            let due =
-                parse_iso8601(due_raw).ok_or_else(|| Fail::invalid(format!("`due_at` is not ISO-8601: {due_raw}")))?;
+            // A time without an offset is the principal's local time.
+            let zone = crate::principal_zone().await?;
+            let due = zone
+                .parse_datetime(due_raw)
+                .ok_or_else(|| Fail::invalid(format!("`due_at` is not ISO-8601: {due_raw}")))?;
             if due <= now as i64 {
                 return Err(Fail::invalid("`due_at` is in the past"));
             }
             let recurrence = s(p, "recurrence");
-            if let Some(r) = recurrence {
-                let ok = RECURRENCES.contains(&r)
-                    || r.strip_prefix("interval:")
-                        .and_then(|n| n.parse::<u32>().ok())
-                        .is_some_and(|n| (1..=1440).contains(&n));
-                if !ok {
-                    return Err(Fail::invalid(format!("unknown recurrence `{r}`")));
-                }
+            if let Some(r) = recurrence.filter(|r| mneme_time::Recurrence::parse(r).is_none()) {
+                return Err(Fail::invalid(format!(
+                    "unknown recurrence `{r}` (hourly, daily, weekly, weekdays, monthly or interval:N minutes)"
+                )));
             }
             let dup = sql
                 .query(
@@ -485,7 +443,8 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
             )
             .await?;
             Ok(format!(
-                "scheduled {id}: \"{message}\" at {due_raw}{}",
+                "scheduled {id}: \"{message}\" at {}{}",
+                zone.format(due),
                 recurrence.map(|r| format!(" ({r})")).unwrap_or_default()
             ))
         }
@@ -737,20 +696,4 @@ pub async fn log_iteration(log: IterationLog) -> Result<serde_json::Value> {
         )
         .await?;
     Ok(json!({}))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_iso8601;
-
-    #[test]
-    fn iso8601() {
-        assert_eq!(parse_iso8601("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_iso8601("2026-11-22T10:30:00Z"), Some(1_795_343_400_000));
-        assert_eq!(parse_iso8601("2026-11-22T12:30:00+02:00"), Some(1_795_343_400_000));
-        assert_eq!(parse_iso8601("2026-11-22T10:30"), Some(1_795_343_400_000));
-        assert_eq!(parse_iso8601("2026-11-22"), Some(1_795_305_600_000));
-        assert_eq!(parse_iso8601("2026-13-01T00:00Z"), None);
-        assert_eq!(parse_iso8601("tomorrow"), None);
-    }
 }

@@ -439,13 +439,13 @@ async fn store_semantic(sql: &Sql, r: &ApplyRequest, s: &Semantic, embeddings: &
     let confidence = if r.source == mneme_background::cycle::RULES_LABEL { 0.5 } else { 0.8 };
     let now = r.now_ms as i64;
     let mut concept_ids: Vec<(String, String)> = Vec::new();
-    let (mut created, mut reinforced) = (0, 0);
+    let mut tally = Tally::default();
     for (c, e) in s.concepts.iter().zip(embeddings) {
         let from: Vec<&String> = c.episodes.iter().filter(|id| owned.contains(id)).collect();
         if from.is_empty() {
             continue;
         }
-        let id = upsert_concept(sql, c, &from, e, confidence, now, &mut created, &mut reinforced).await?;
+        let id = upsert_concept(sql, c, &from, e, confidence, now, &mut tally).await?;
         concept_ids.push((c.name.clone(), id));
     }
     let mut relations = 0;
@@ -471,13 +471,19 @@ async fn store_semantic(sql: &Sql, r: &ApplyRequest, s: &Semantic, embeddings: &
         .await?;
         relations += 1;
     }
-    let summary = json!({"episodes": owned.len(), "concepts_created": created, "concepts_reinforced": reinforced,
+    let summary = json!({"episodes": owned.len(), "concepts_created": tally.created, "concepts_reinforced": tally.reinforced,
                          "relationships": relations, "source": r.source});
     finish(sql, r, &summary).await?;
     Ok(summary)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How many concepts one apply created and reinforced.
+#[derive(Default)]
+struct Tally {
+    created: u32,
+    reinforced: u32,
+}
+
 async fn upsert_concept(
     sql: &Sql,
     c: &ConceptDraft,
@@ -485,8 +491,7 @@ async fn upsert_concept(
     embedding: &[f32],
     confidence: f64,
     now: i64,
-    created: &mut u32,
-    reinforced: &mut u32,
+    tally: &mut Tally,
 ) -> Result<String> {
     let existing = sql
         .query(
@@ -506,7 +511,7 @@ async fn upsert_concept(
             &[id.as_str().into(), strength.into(), row.f64("confidence")?.max(confidence).into(), json_text(&sources).into(), now.into()],
         )
         .await?;
-        *reinforced += 1;
+        tally.reinforced += 1;
         return Ok(id);
     }
     let id = format!("c-{}", random_hex(8));
@@ -531,7 +536,7 @@ async fn upsert_concept(
         ],
     )
     .await?;
-    *created += 1;
+    tally.created += 1;
     Ok(id)
 }
 
@@ -548,15 +553,13 @@ pub struct FailRequest {
 /// remain (and `retry`), else failed with the error.
 pub async fn fail(r: FailRequest) -> Result<J> {
     let sql = mneme_store::open_sql().await?;
+    let queue = crate::schedule::Queue { table: "jobs", error_column: "result", backoff_ms: RETRY_BACKOFF_MS };
     let status = crate::schedule::give_back(
         &sql,
-        "jobs",
-        "result",
-        r.job_id.into(),
-        &r.claim,
+        &queue,
+        (r.job_id.into(), &r.claim),
         json!({"error": r.error}).to_string().into(),
         if r.retry { MAX_ATTEMPTS } else { 0 },
-        RETRY_BACKOFF_MS,
         r.now_ms as i64,
     )
     .await?;
@@ -628,7 +631,7 @@ pub async fn concept_seeds(sql: &Sql, seeds: &[String]) -> Result<Vec<(String, S
     for e in embed_many(&unmatched)? {
         let best = concepts
             .iter()
-            .map(|(id, name, v)| (id, name, mneme_knowledge::rank::cosine(&e, v)))
+            .map(|(id, name, v)| (id, name, mneme_text::cosine(&e, v) as f32))
             .filter(|x| x.2 >= SEED_COSINE)
             .max_by(|a, b| a.2.total_cmp(&b.2));
         if let Some((id, name, _)) = best
@@ -756,7 +759,7 @@ const NAMED_WORDS: usize = 2_000;
 /// definition, strength)`. Recall and the context read them. One indexed
 /// lookup of the text's 1–4-word runs, not a scan of every concept.
 pub async fn named_concepts(sql: &Sql, text: &str, limit: i64) -> Result<Vec<(String, String, f64)>> {
-    let words = mneme_conversation::words::words(text);
+    let words = mneme_text::words(text);
     let words = &words[..words.len().min(NAMED_WORDS)];
     let mut runs: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     for n in 1..=rules::CONCEPT_NAME_WORDS {

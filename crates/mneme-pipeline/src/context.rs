@@ -23,7 +23,7 @@ const TOPIC_CANDIDATES: i64 = 200;
 pub const GENERAL_TOPIC: &str = "general";
 
 pub async fn assemble(req: Request) -> Result<Assembled> {
-    let started = mneme_store::kv::now_ms();
+    let started = mneme_time::clock::system_ms();
     let stores = Stores::open().await?;
     let (sql, kv) = (&stores.sql, &stores.kv);
     let now = req.now_ms;
@@ -88,7 +88,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
         let mut distracted = false;
         if let Some(f) = &stored_focus {
             distracted =
-                !f.embedding.is_empty() && context::cosine(&embedding, &f.embedding) < context::DISTRACTION_COSINE;
+                !f.embedding.is_empty() && mneme_text::cosine(&embedding, &f.embedding) < context::DISTRACTION_COSINE;
         }
         if let Some(f) = context::infer_focus(stored_focus.as_ref().map(|f| &f.focus), &streak) {
             let e = embed(&c.topic.replace('-', " "))?;
@@ -113,7 +113,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
             previous_tools,
             session_exchange_count: exchange_count,
             salience: context::salience(&req.text),
-            took_ms: mneme_store::kv::now_ms().saturating_sub(started),
+            took_ms: mneme_time::clock::system_ms().saturating_sub(started),
             ..Default::default()
         });
     }
@@ -204,7 +204,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
         recent_router_confidences,
         session_exchange_count: exchange_count,
         salience: context::salience(&req.text),
-        took_ms: mneme_store::kv::now_ms().saturating_sub(started),
+        took_ms: mneme_time::clock::system_ms().saturating_sub(started),
         embed_us,
     })
 }

@@ -20,8 +20,8 @@ use mneme_background::Draws;
 use mneme_background::consolidate as graph;
 use mneme_background::cycle::Progress;
 use mneme_background::drift::{self as rules, Action, Activated, Conditions, SeedKind, Sent, Situation, Skip, Thought};
-use mneme_knowledge::rank::cosine;
 use mneme_store::{Kv, Row, Sql, Value};
+use mneme_text::cosine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as J, json};
 
@@ -52,7 +52,6 @@ pub struct BeginRequest {
     pub lease_ms: u64,
     /// Seeds every random choice of the cycle.
     pub seed: u64,
-    pub utc_offset_minutes: i64,
 }
 
 /// The seed concept a cycle drifts from.
@@ -107,10 +106,11 @@ async fn scalar_i64(sql: &Sql, query: &str, params: &[Value]) -> Result<Option<i
 /// Step 0–2 of a cycle: deliver deferred thoughts, claim the schedule,
 /// check the idle gate, select a seed and spread activation from it.
 pub async fn begin(r: BeginRequest) -> Result<J> {
+    let zone = crate::principal_zone().await?;
     let stores = Stores::open().await?;
     let (sql, kv) = (&stores.sql, &stores.kv);
     let now = r.now_ms as i64;
-    let flushed = flush(sql, kv, now, r.utc_offset_minutes).await?;
+    let flushed = flush(sql, kv, now, &zone).await?;
     let mut d = Draws::new(r.seed);
     let next_ms = rules::next_run(now, d.draw(), d.draw());
     let claim = random_hex(8);
@@ -460,13 +460,13 @@ async fn grounding(sql: &Sql, query: &str) -> Result<Option<Grounding>> {
 /// absence"), unless they are in a focus session; the older ones waiting
 /// are dropped, so a return brings one message, not a backlog. Expires
 /// those older than 48 h. Delivered once however many ticks race for it.
-async fn flush(sql: &Sql, kv: &Kv, now: i64, utc_offset_minutes: i64) -> Result<Vec<J>> {
+async fn flush(sql: &Sql, kv: &Kv, now: i64, zone: &mneme_time::Zone) -> Result<Vec<J>> {
     sql.execute(
         "UPDATE drift_log SET delivery = 'expired' WHERE delivery = 'deferred' AND created_ms < $1",
         &[Value::Int(now - rules::DEFERRED_TTL_MS)],
     )
     .await?;
-    if rules::quiet(rules::local_hour(now, utc_offset_minutes)) {
+    if rules::quiet(zone.local_hour(now)) {
         return Ok(Vec::new());
     }
     let rows = sql
@@ -479,9 +479,7 @@ async fn flush(sql: &Sql, kv: &Kv, now: i64, utc_offset_minutes: i64) -> Result<
     let Some(r) = rows.first() else { return Ok(Vec::new()) };
     let deferred_at = r.i64("created_ms")?;
     let last_exchange = scalar_i64(sql, "SELECT max(created_ms) AS v FROM exchanges", &[]).await?;
-    if last_exchange.is_none_or(|t| t < rules::quiet_end(deferred_at, utc_offset_minutes))
-        || focus_live(kv, now).await?
-    {
+    if last_exchange.is_none_or(|t| t < rules::quiet_end(deferred_at, zone)) || focus_live(kv, now).await? {
         return Ok(Vec::new());
     }
     let id = r.text("id")?;
@@ -514,7 +512,6 @@ pub struct FinishRequest {
     pub claim: String,
     pub now_ms: u64,
     pub next_ms: i64,
-    pub utc_offset_minutes: i64,
     pub seed: Seed,
     pub concepts: Vec<Activated>,
     pub energy: f64,
@@ -547,7 +544,7 @@ async fn sent(sql: &Sql) -> Result<Vec<(String, Sent)>> {
 fn best_cosine(e: &[f32], rows: &[Row]) -> Result<f64> {
     let mut best = 0.0f64;
     for r in rows {
-        best = best.max(cosine(e, &bytes_f32(&r.blob("embedding")?)) as f64);
+        best = best.max(cosine(e, &bytes_f32(&r.blob("embedding")?)));
     }
     Ok(best)
 }
@@ -679,7 +676,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let (sql, kv) = (&stores.sql, &stores.kv);
     let now = r.now_ms as i64;
-    let hour = rules::local_hour(now, r.utc_offset_minutes);
+    let hour = crate::principal_zone().await?.local_hour(now);
     let embedding = embed(&r.thought.content)?;
     let s = situation(sql, &r, &embedding, hour).await?;
     let fatigue = recent_activation(sql, now).await?;

@@ -17,10 +17,12 @@ use mneme_knowledge::entry::{self, Confidence, Entry, KnowledgeType, SourceType,
 use mneme_knowledge::fusion::{self, Mode};
 use mneme_knowledge::governor::{self, Action, Neighbour, Stance};
 use mneme_knowledge::patterns::{self, Resolution};
-use mneme_knowledge::rank::{self, cosine};
+use mneme_knowledge::rank;
 use mneme_knowledge::validate::{self, Candidate, Dropped};
 use mneme_knowledge::{mirror, text};
 use mneme_store::{Row, Sql, Value};
+use mneme_text::cosine;
+use mneme_time::calendar::utc_timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as J, json};
 
@@ -166,8 +168,8 @@ pub async fn job(r: IdRequest) -> Result<J> {
         "id": row.text("id")?,
         "status": row.text("status")?,
         "attempts": row.i64("attempts")?,
-        "created_at": entry::timestamp(row.i64("created_ms")? as u64),
-        "updated_at": entry::timestamp(row.i64("updated_ms")? as u64),
+        "created_at": utc_timestamp(row.i64("created_ms")? as u64),
+        "updated_at": utc_timestamp(row.i64("updated_ms")? as u64),
         "source": {
             "source_type": request["source_type"], "source_channel": request["source_channel"],
             "source_date": request["source_date"], "source_url": request["source_url"],
@@ -240,16 +242,14 @@ pub struct FailRequest {
 /// attempts remain), or failed with the error.
 pub async fn fail(r: FailRequest) -> Result<J> {
     let sql = mneme_store::open_sql().await?;
+    let queue = crate::schedule::Queue { table: "knowledge_jobs", error_column: "error", backoff_ms: RETRY_BACKOFF_MS };
     let status = crate::schedule::give_back(
         &sql,
-        "knowledge_jobs",
-        "error",
-        r.job_id.as_str().into(),
-        &r.claim,
+        &queue,
+        (r.job_id.as_str().into(), &r.claim),
         r.error.as_str().into(),
         // No retry: no attempt count is low enough to queue again.
         if r.retry { MAX_ATTEMPTS } else { 0 },
-        RETRY_BACKOFF_MS,
         r.now_ms as i64,
     )
     .await?;
@@ -383,7 +383,7 @@ async fn neighbours(
         .await?;
     let mut all: Vec<NeighbourView> = Vec::new();
     for row in &rows {
-        let cos = cosine(identity, &bytes_f32(&row.blob("embedding")?));
+        let cos = cosine(identity, &bytes_f32(&row.blob("embedding")?)) as f32;
         if cos < governor::STANCE_MIN_COSINE {
             continue;
         }
@@ -487,7 +487,7 @@ pub async fn apply(r: ApplyRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
     let now_ms = r.now_ms;
-    let now = entry::timestamp(now_ms);
+    let now = utc_timestamp(now_ms);
     let result = sql
         .transaction(async |sql: &Sql| {
             let job = sql
@@ -579,7 +579,7 @@ async fn apply_one(
         .collect();
     // …and entries this job wrote a moment ago (rule stances).
     for f in fresh.iter().filter(|f| !superseded.contains(&f.id)) {
-        let cos = cosine(&item.identity, &f.identity);
+        let cos = cosine(&item.identity, &f.identity) as f32;
         if cos >= governor::STANCE_MIN_COSINE && !nb.iter().any(|n| n.id == f.id) {
             nb.push(Neighbour {
                 id: f.id.clone(),
@@ -884,7 +884,7 @@ pub async fn pattern_list() -> Result<J> {
             Ok(json!({
                 "slug": r.text("slug")?, "description": r.text("description")?,
                 "observations": r.i64("observations")?, "status": r.text("status")?,
-                "created_at": entry::timestamp(r.i64("created_ms")? as u64),
+                "created_at": utc_timestamp(r.i64("created_ms")? as u64),
             }))
         })
         .collect::<Result<_>>()?;
@@ -907,11 +907,11 @@ pub struct RetrieveRequest {
 pub async fn retrieve(r: RetrieveRequest) -> Result<J> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
-    let t0 = mneme_store::kv::now_ms();
+    let t0 = mneme_time::clock::system_ms();
     let q = embed_many(std::slice::from_ref(&r.query))?.pop().unwrap_or_default();
-    let embed_ms = mneme_store::kv::now_ms().saturating_sub(t0);
+    let embed_ms = mneme_time::clock::system_ms().saturating_sub(t0);
     let found = search::candidates(sql, &[CORPUS], &r.query, &q, r.mode).await?;
-    let t1 = mneme_store::kv::now_ms();
+    let t1 = mneme_time::clock::system_ms();
     let pool: std::collections::HashMap<String, f32> = found
         .fused
         .iter()
@@ -943,7 +943,7 @@ pub async fn retrieve(r: RetrieveRequest) -> Result<J> {
         "results": results,
         "mode": r.mode,
         "took_ms": {"embed": embed_ms, "text": found.text_ms, "vector": found.vector_ms,
-                    "rank": mneme_store::kv::now_ms().saturating_sub(t1)},
+                    "rank": mneme_time::clock::system_ms().saturating_sub(t1)},
     }))
 }
 
@@ -984,7 +984,7 @@ pub async fn search(r: SearchRequest) -> Result<J> {
                 "corpus": i.corpus, "id": i.ref_id, "title": i.title, "snippet": snippet,
                 "score": score, "relevance_score": rank::relevance(found.get(*seq).map_or(0.0, |f| f.1)),
                 "source_url": i.meta.get("source_url"), "source_date": i.meta.get("source_date"),
-                "created_at": entry::timestamp(i.created_ms as u64),
+                "created_at": utc_timestamp(i.created_ms as u64),
             }))
         })
         .collect();

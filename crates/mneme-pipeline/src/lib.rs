@@ -84,6 +84,16 @@ pub async fn run<Req: DeserializeOwned, Resp: Serialize>(
     encode(&f(decode(request)?).await?)
 }
 
+/// The principal's time zone: the variable `time_zone` (an IANA name,
+/// default `UTC`), or, while that is left at its default, the fixed
+/// `utc_offset_minutes` of earlier releases. A value that names no zone is
+/// the deployment's error (`config`, 503), never a silent UTC.
+pub async fn principal_zone() -> Result<mneme_time::Zone> {
+    let name = spin_sdk::variables::get("time_zone").await.unwrap_or_default();
+    let offset = spin_sdk::variables::get("utc_offset_minutes").await.unwrap_or_default();
+    mneme_time::Zone::from_settings(&name, &offset).map_err(|m| Fail::new("misconfigured", m))
+}
+
 /// `n` random bytes as lowercase hex.
 pub fn random_hex(n: usize) -> String {
     let mut b = vec![0u8; n];

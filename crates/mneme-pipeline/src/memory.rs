@@ -4,6 +4,7 @@
 
 use mneme_store::sql::SqlKind;
 use mneme_store::{Row, Sql, StoreError, Stores, Value};
+use mneme_time::Recurrence;
 use serde::Deserialize;
 use serde_json::{Map, Value as J, json};
 
@@ -524,47 +525,13 @@ pub async fn jobs(req: JobsRequest) -> Result<J> {
     Ok(J::Array(jobs))
 }
 
-/// The next time of a recurring reminder after `due_ms`, or `None` for a
-/// one-off. `weekdays` skips Saturday and Sunday; `monthly` keeps the day
-/// of the month where the month has it (else its last day).
-pub fn next_occurrence(recurrence: Option<&str>, due_ms: i64) -> Option<i64> {
-    const MIN: i64 = 60_000;
-    const DAY: i64 = 86_400_000;
-    match recurrence? {
-        "hourly" => Some(due_ms + 60 * MIN),
-        "daily" => Some(due_ms + DAY),
-        "weekly" => Some(due_ms + 7 * DAY),
-        "weekdays" => {
-            let mut next = due_ms + DAY;
-            // 1970-01-01 was a Thursday: weekday index 0 = Monday.
-            while matches!((next.div_euclid(DAY) + 3).rem_euclid(7), 5 | 6) {
-                next += DAY;
-            }
-            Some(next)
-        }
-        "monthly" => {
-            let iso = mneme_conversation::act::iso8601(due_ms as u64);
-            let (y, m, d): (i64, i64, i64) =
-                (iso[0..4].parse().ok()?, iso[5..7].parse().ok()?, iso[8..10].parse().ok()?);
-            let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-            let days_in = |y: i64, m: i64| match m {
-                2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-                2 => 28,
-                4 | 6 | 9 | 11 => 30,
-                _ => 31,
-            };
-            let day = d.min(days_in(ny, nm));
-            let target = format!("{ny:04}-{nm:02}-{day:02}T{}", &iso[11..]);
-            crate::act::parse_iso8601(&target)
-        }
-        other => other.strip_prefix("interval:").and_then(|n| n.parse::<i64>().ok()).map(|n| due_ms + n * MIN),
-    }
-}
-
 /// Fires every reminder due by `now_ms`: one `reminder` event each, then the
 /// reminder is marked fired or moved to its next occurrence, all in one
 /// transaction so a reminder fires exactly once even with two ticks at once.
+/// A recurrence's next time is reckoned in the principal's zone, so a daily
+/// 09:00 stays 09:00 across a daylight-saving change.
 pub async fn fire_reminders(now_ms: u64) -> Result<J> {
+    let zone = crate::principal_zone().await?;
     let stores = Stores::open().await?;
     let fired = publishing(&stores.sql, async |sql: &Sql| {
         let due = sql
@@ -578,10 +545,11 @@ pub async fn fire_reminders(now_ms: u64) -> Result<J> {
             let id = r.text("id")?;
             let due_ms = r.i64("due_ms")?;
             let recurrence = r.opt_text("recurrence")?;
-            let claimed = match next_occurrence(recurrence.as_deref(), due_ms) {
-                Some(mut next) => {
+            let claimed = match recurrence.as_deref().and_then(Recurrence::parse) {
+                Some(every) => {
+                    let mut next = every.next(due_ms, &zone);
                     while next <= now_ms as i64 {
-                        next = next_occurrence(recurrence.as_deref(), next).unwrap_or(i64::MAX);
+                        next = every.next(next, &zone);
                     }
                     sql.execute("UPDATE scheduled_items SET due_ms = $2 WHERE id = $1 AND status = 'pending' AND due_ms = $3", &[id.as_str().into(), Value::Int(next), Value::Int(due_ms)]).await?
                 }
@@ -597,21 +565,4 @@ pub async fn fire_reminders(now_ms: u64) -> Result<J> {
     })
     .await?;
     Ok(json!({"fired": fired}))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::next_occurrence;
-
-    #[test]
-    fn recurrences() {
-        let t = crate::act::parse_iso8601("2026-01-30T09:00:00Z").unwrap(); // a Friday
-        let at = |ms: i64| mneme_conversation::act::iso8601(ms as u64);
-        assert_eq!(next_occurrence(None, t), None);
-        assert_eq!(at(next_occurrence(Some("daily"), t).unwrap()), "2026-01-31T09:00:00Z");
-        assert_eq!(at(next_occurrence(Some("weekdays"), t).unwrap()), "2026-02-02T09:00:00Z");
-        assert_eq!(at(next_occurrence(Some("monthly"), t).unwrap()), "2026-02-28T09:00:00Z");
-        assert_eq!(at(next_occurrence(Some("interval:90"), t).unwrap()), "2026-01-30T10:30:00Z");
-        assert_eq!(at(next_occurrence(Some("hourly"), t).unwrap()), "2026-01-30T10:00:00Z");
-    }
 }

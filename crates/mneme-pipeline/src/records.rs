@@ -41,7 +41,7 @@ async fn put<T: Serialize>(kv: &Kv, key: &str, value: &T, now_ms: u64, ttl_ms: u
     let bytes = serde_json::to_vec(&stamped).expect("serialisable record");
     // The physical TTL runs on the store's own clock; never shorter than
     // the logical one, so the logical check decides.
-    let physical = ttl_ms.max(1) + now_ms.saturating_sub(mneme_store::kv::now_ms());
+    let physical = ttl_ms.max(1) + now_ms.saturating_sub(mneme_time::clock::system_ms());
     kv.set(key, &bytes, Some(physical)).await?;
     Ok(())
 }
@@ -81,7 +81,7 @@ pub async fn gists(kv: &Kv, topic: &str, now_ms: u64) -> Result<Vec<StoredGist>>
     Ok(out)
 }
 
-pub use mneme_conversation::words::jaccard;
+use mneme_text::jaccard;
 
 /// What happened to a gist offered for storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -10,12 +10,12 @@
 //! second of two runs over one state is absorbed by the first's rec.
 
 use crate::{Fail, Result, as_store_error, json_text, new_id, random_hex};
-use mneme_knowledge::entry::{format_date, timestamp};
 use mneme_rx::artifact;
 use mneme_rx::door::{Door, SignalSource, Store, observation_time, valid_name};
 use mneme_rx::lifecycle::{self, Disposition, Status};
 use mneme_rx::signals::{self, Acute, AuxRow, Component, Dedup, Prior, Signals};
 use mneme_store::{Echo, Piece, Row, Sql, StoreError, Value};
+use mneme_time::calendar::{format_date, utc_timestamp as timestamp};
 use serde::Deserialize;
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
@@ -37,7 +37,7 @@ pub const RECONCILE_BUDGET_MS: u64 = 20_000;
 
 /// The lock's lease runs on the wall clock, never a test's request clock.
 fn wall_ms() -> i64 {
-    mneme_store::kv::now_ms() as i64
+    mneme_time::clock::system_ms() as i64
 }
 
 fn day(ms: i64) -> String {

@@ -80,22 +80,27 @@ pub async fn release(
     .await
 }
 
+/// A lease queue's table: where a job's error goes, and how long a retry
+/// waits per attempt made.
+pub struct Queue {
+    pub table: &'static str,
+    pub error_column: &'static str,
+    pub backoff_ms: i64,
+}
+
 /// Gives a claimed queue job back (`jobs` or `knowledge_jobs`): queued
-/// again after `backoff_ms` × attempts while attempts remain and `retry`,
-/// else failed with the error in `error_column`. Its new status, or `None`
-/// when the claim is gone.
-#[allow(clippy::too_many_arguments)]
+/// again after the queue's backoff × attempts while fewer than
+/// `attempts_allowed` were made, else failed with the error. Its new
+/// status, or `None` when the claim is gone.
 pub async fn give_back(
     sql: &Sql,
-    table: &str,
-    error_column: &str,
-    id: Value,
-    claim: &str,
+    queue: &Queue,
+    (id, claim): (Value, &str),
     error: Value,
     attempts_allowed: i64,
-    backoff_ms: i64,
     now: i64,
 ) -> Result<Option<String>, StoreError> {
+    let Queue { table, error_column, backoff_ms } = queue;
     let rows = sql
         .query(
             &format!(
@@ -103,7 +108,7 @@ pub async fn give_back(
                  {error_column} = $3, claim = NULL, lease_until_ms = $5 + $6 * attempts, updated_ms = $5 \
                  WHERE id = $1 AND claim = $2 RETURNING status"
             ),
-            &[id, claim.into(), error, Value::Int(attempts_allowed), Value::Int(now), Value::Int(backoff_ms)],
+            &[id, claim.into(), error, Value::Int(attempts_allowed), Value::Int(now), Value::Int(*backoff_ms)],
         )
         .await?;
     rows.first().map(|row| row.text("status")).transpose()

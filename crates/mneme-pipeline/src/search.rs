@@ -6,9 +6,9 @@
 
 use crate::{Fail, Result, bytes_f32, f32_bytes, in_list};
 use mneme_knowledge::fusion::{self, Block, Mode};
-use mneme_knowledge::rank::cosine;
 use mneme_store::sql::SqlKind;
 use mneme_store::{Row, Sql, Value};
+use mneme_text::cosine;
 
 /// Signature length of a 384-dimension embedding, in u64 words.
 const SIG_WORDS: usize = 6;
@@ -146,7 +146,7 @@ impl Candidates {
 /// embeds the query before the reads start (D-K9).
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
     let mut c = Candidates::default();
-    let t1 = mneme_store::kv::now_ms();
+    let t1 = mneme_time::clock::system_ms();
     // Both are reads, so they may share the connection on either backend.
     let (text, blocks) = futures::future::join(
         async {
@@ -165,7 +165,7 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
     .await;
     c.text = text?;
     let blocks = blocks?;
-    let t2 = mneme_store::kv::now_ms();
+    let t2 = mneme_time::clock::system_ms();
     let shortlist = match mode.uses_vector() {
         true => fusion::shortlist(&fusion::signature(embedding), &blocks, fusion::SHORTLIST),
         false => Vec::new(),
@@ -173,7 +173,7 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
     let mut wanted = shortlist.clone();
     wanted.extend(c.text.iter().filter(|t| !shortlist.contains(t)));
     for (seq, ref_id, e) in embeddings(sql, &wanted).await? {
-        c.found.insert(seq, (ref_id, cosine(embedding, &e)));
+        c.found.insert(seq, (ref_id, cosine(embedding, &e) as f32));
     }
     // Rows deleted since (a superseded entry) drop out here.
     c.text.retain(|t| c.found.contains_key(t));
@@ -191,7 +191,7 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
         }
     };
     c.text_ms = t2.saturating_sub(t1);
-    c.vector_ms = mneme_store::kv::now_ms().saturating_sub(t2);
+    c.vector_ms = mneme_time::clock::system_ms().saturating_sub(t2);
     Ok(c)
 }
 

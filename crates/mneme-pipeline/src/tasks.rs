@@ -17,8 +17,8 @@ use crate::schedule;
 use crate::{Fail, Result, as_store_error, json_text, random_hex};
 use mneme_background::cycle::Progress;
 use mneme_background::tasks::{self, MAX_ACTIVE, MAX_AGE_MS, State};
-use mneme_knowledge::entry::timestamp;
 use mneme_store::{Row, Sql, StoreError, Value};
+use mneme_time::calendar::utc_timestamp as timestamp;
 use serde::Deserialize;
 use serde_json::{Value as J, json};
 
@@ -110,7 +110,7 @@ pub async fn insert(
 pub async fn refusal(sql: &Sql, goal: &str) -> Result<Option<Inserted>> {
     let open = sql.query(&format!("SELECT id, goal FROM persistent_tasks WHERE status IN {OPEN}"), &[]).await?;
     for r in &open {
-        if mneme_conversation::words::jaccard(&r.text("goal")?, goal) > DUPLICATE_GOAL_JACCARD {
+        if mneme_text::jaccard(&r.text("goal")?, goal) > DUPLICATE_GOAL_JACCARD {
             return Ok(Some(Inserted::Duplicate(r.text("id")?)));
         }
     }

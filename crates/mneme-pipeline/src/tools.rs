@@ -119,7 +119,7 @@ pub async fn relevant(r: RelevantRequest) -> Result<J> {
     let q = embed(&r.text)?;
     let mut scored: Vec<(f32, String)> = Vec::new();
     for row in &rows {
-        let c = mneme_knowledge::rank::cosine(&q, &bytes_f32(&row.blob("embedding")?));
+        let c = mneme_text::cosine(&q, &bytes_f32(&row.blob("embedding")?)) as f32;
         if c >= rules::RELEVANCE_COSINE {
             scored.push((c, row.text("name")?));
         }
@@ -338,7 +338,7 @@ pub async fn take(r: TakeRequest) -> Result<J> {
                 && matches!(row.text("status")?.as_str(), "done" | "failed")
             {
                 let result: J = row.opt_text("result")?.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(J::Null);
-                publish_if_unclaimed(sql, r.job_id, &result, mneme_store::kv::now_ms()).await?;
+                publish_if_unclaimed(sql, r.job_id, &result, mneme_time::clock::system_ms()).await?;
             }
             Ok(())
         })
@@ -457,7 +457,7 @@ pub async fn call_named(r: CallRequest) -> Result<J> {
                          "execution_time_ms": 0, "confidence": 0.0, "consequential": false}),
         );
     };
-    let started = mneme_store::kv::now_ms();
+    let started = mneme_time::clock::system_ms();
     let body = rules::request_body(&tool.name, &r.text, &r.topic, &r.intent, r.correction.as_deref());
     let (status, result) = call(&tool, &body).await;
     Ok(json!({
@@ -465,7 +465,7 @@ pub async fn call_named(r: CallRequest) -> Result<J> {
         "status": status,
         "confidence": crate::act::confidence(&tool.name, status, &result),
         "result": result,
-        "execution_time_ms": mneme_store::kv::now_ms().saturating_sub(started),
+        "execution_time_ms": mneme_time::clock::system_ms().saturating_sub(started),
         "consequential": tool.consequential,
     }))
 }

@@ -357,7 +357,7 @@ pub fn observation_time(at: Option<&serde_json::Value>, now_ms: i64) -> Result<i
 /// An observation's time: `YYYY-MM-DD` (midnight UTC) or
 /// `YYYY-MM-DDTHH:MM:SS[.fff]Z`, as epoch milliseconds.
 pub fn parse_instant(s: &str) -> Option<i64> {
-    let days = mneme_knowledge::entry::parse_date(s)?;
+    let days = mneme_time::calendar::parse_date(s)?;
     let mut ms = days * crate::lifecycle::DAY_MS;
     if s.len() > 10 {
         let t = s.get(11..)?.trim_end_matches('Z');

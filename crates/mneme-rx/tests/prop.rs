@@ -96,7 +96,7 @@ proptest! {
 
     #[test]
     fn instants_read_back_as_written(ms in 0u64..253_402_300_800_000) {
-        let written = mneme_knowledge::entry::timestamp(ms);
+        let written = mneme_time::calendar::utc_timestamp(ms);
         prop_assert_eq!(parse_instant(&written), Some((ms - ms % 1000) as i64));
         prop_assert_eq!(parse_instant(&written[..10]), Some((ms - ms % 86_400_000) as i64));
     }

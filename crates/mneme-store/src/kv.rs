@@ -39,11 +39,6 @@ pub struct Kv {
     prefix: String,
 }
 
-/// Current wall-clock time in Unix milliseconds.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 impl Kv {
     pub async fn open_key_value(label: &str, namespace: &str) -> Result<Self, StoreError> {
         crate::sql::within(crate::sql::DEADLINE, "opening the key-value store", async {
@@ -81,9 +76,8 @@ impl Kv {
         let Backend::KeyValue(s) = &self.backend else { unreachable!("envelope on redis backend") };
         match s.get(key).await.map_err(kv_error)? {
             None => Ok(None),
-            Some(bytes) => {
-                kvcodec::decode(&bytes, now_ms()).map_err(|e| StoreError::new("decode", format!("key `{key}`: {e}")))
-            }
+            Some(bytes) => kvcodec::decode(&bytes, mneme_time::clock::system_ms())
+                .map_err(|e| StoreError::new("decode", format!("key `{key}`: {e}"))),
         }
     }
 
@@ -121,7 +115,7 @@ impl Kv {
                     self.redis("SET", args).await.map(drop)
                 }
                 Backend::KeyValue(_) => {
-                    let expires = ttl_ms.map_or(0, |t| now_ms() + t.max(1));
+                    let expires = ttl_ms.map_or(0, |t| mneme_time::clock::system_ms() + t.max(1));
                     self.save(&key, &Entry::String(value.to_vec()), expires).await
                 }
             }
@@ -180,7 +174,9 @@ impl Kv {
                 }
                 Backend::KeyValue(_) => match self.load(&key).await? {
                     None => Ok(false),
-                    Some((e, _)) => self.save(&key, &e, now_ms() + ttl_ms.max(1)).await.map(|_| true),
+                    Some((e, _)) => {
+                        self.save(&key, &e, mneme_time::clock::system_ms() + ttl_ms.max(1)).await.map(|_| true)
+                    }
                 },
             }
         })

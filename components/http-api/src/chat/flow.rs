@@ -1,0 +1,441 @@
+//! The flow of `/chat`'s phases (design 002): screen (intent, social
+//! filter) → Phase A → Path A (social exit) or triage → Path B (tool work)
+//! or Path C (router → ACT loop → generation) → Phase D commit →
+//! `message` → `done`.
+
+use std::time::Instant;
+
+use mneme_conversation::act::{self, Action, Limits};
+use mneme_conversation::context::Assembled;
+use mneme_conversation::generate::{self, ActResult, ReplySource};
+use mneme_conversation::intent::Intent;
+use mneme_conversation::social::SocialMode;
+use mneme_conversation::triage::{self as tri, Triage};
+use mneme_conversation::{Mode, router as rt};
+use mneme_entry::act::{ActLoop, Origin};
+use mneme_entry::decode;
+use mneme_http::new_id;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::path_b::{configured_tools, path_b, relevant_tools};
+use super::request::{Exchange, Message};
+use super::stream::Out;
+use crate::clock;
+use crate::mneme::commit::commit;
+use crate::mneme::context::context;
+use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
+use crate::mneme::router::router;
+use crate::mneme::triage::triage;
+use crate::mneme::types::types::StageError;
+
+/// Budget of one ACT planning call and of generation's first token.
+const PLAN_TIMEOUT_MS: u32 = 10_000;
+
+/// What the exchange came to, for Phase D.
+struct Outcome<'a> {
+    mode: Mode,
+    text: &'a str,
+    confidence: f64,
+    source: &'a str,
+    tools: &'a [String],
+    generation_ms: Option<u64>,
+    fast_path: bool,
+}
+
+#[derive(Deserialize)]
+struct Screen {
+    intent: Intent,
+    social: Option<SocialMode>,
+}
+
+/// Milliseconds per pipeline step, reported in the `done` event.
+struct Steps {
+    at: u64,
+    list: serde_json::Map<String, Value>,
+}
+
+impl Steps {
+    fn start() -> Self {
+        Steps { at: clock::system_ms(), list: Default::default() }
+    }
+    fn mark(&mut self, name: &str) {
+        let now = clock::system_ms();
+        let prev = self.list.get(name).and_then(Value::as_u64).unwrap_or(0);
+        self.list.insert(name.into(), json!(prev + now.saturating_sub(self.at)));
+        self.at = now;
+    }
+}
+
+/// Runs the pipeline; returns the milliseconds spent waiting on models and
+/// the time of each step.
+pub async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> Result<(u64, Value), StageError> {
+    let mut steps = Steps::start();
+    let ex = Exchange { msg, request_id, id: new_id(), now, started: clock::system_ms() };
+    let r = pipeline_steps(out, &ex, &mut steps).await?;
+    Ok((r, Value::Object(steps.list)))
+}
+
+async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> Result<u64, StageError> {
+    let (msg, now, exchange_id) = (ex.msg, ex.now, &ex.id);
+    // µs spent waiting on a model (see `model_wait_us`).
+    let mut model_us = 0u64;
+
+    // Phase B, layer 1 and step 2a, first: a social exit skips the embedding.
+    // Intent is classified here once; Phase A's warmth adjusts it after.
+    let screen: Screen = decode(&triage::screen(json!({"text": msg.text}).to_string()).await?)?;
+    steps.mark("screen");
+    let ctx: Assembled = decode(
+        &context::assemble(
+            json!({"thread_id": msg.thread_id, "text": msg.text, "now_ms": now, "light": screen.social.is_some()})
+                .to_string(),
+        )
+        .await?,
+    )?;
+
+    steps.mark("context");
+    if let Some(social) = screen.social {
+        // Path A: the social exit, no model call at all.
+        let (mode, text) = social_reply(social, &msg.text, &ctx);
+        let confidence = screen.intent.confidence;
+        let outcome = Outcome {
+            mode,
+            text: &text,
+            confidence,
+            source: "social",
+            tools: &[],
+            generation_ms: None,
+            fast_path: true,
+        };
+        let committed = commit_exchange(ex, &ctx, outcome).await?;
+        out.event("message", json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": "social"}));
+        steps.mark("commit");
+        return Ok(0);
+    }
+
+    // Model time counts the embedding model as well as the language model.
+    model_us += ctx.embed_us;
+    out.event("status", json!({"stage": "thinking"}));
+    let intent: Intent = screen.intent.clone().with_warmth(ctx.warmth);
+
+    // Step 2b: the triage model, 500 ms, then the heuristic.
+    let input = tri::Input {
+        text: msg.text.clone(),
+        previous_mode: ctx.previous_mode,
+        previous_tools: ctx.previous_tools.clone(),
+        recent_turns: ctx
+            .turns
+            .iter()
+            .rev()
+            .take(4)
+            .rev()
+            .map(|t| tri::Turn { role: t.role.clone(), content: t.content.clone() })
+            .collect(),
+        warmth: ctx.warmth,
+        memory_confidence: ctx.memory_confidence,
+        gist_count: ctx.gists.len(),
+        fact_count: ctx.facts.len(),
+        tools: configured_tools().await?,
+    };
+    let messages = mneme_entry::model::system_user(tri::PROMPT, tri::user_message(&input));
+    let t0 = clock::system_ms();
+    let call = Instant::now();
+    let answer = llm::complete(CompletionRequest {
+        tier: Tier::Light,
+        messages,
+        max_tokens: Some(300),
+        temperature: Some(0.1),
+        json: true,
+        timeout_ms: tri::TIMEOUT_MS,
+    })
+    .await;
+    let took = clock::system_ms().saturating_sub(t0);
+    model_us += mneme_entry::model::wait_us(&answer, call);
+    let (ans, error) = match answer {
+        Ok(c) => (Some(c.text), None),
+        Err(e) => (None, Some(e.code)),
+    };
+    let triaged: Triage = decode(
+        &triage::decide(
+            json!({"input": input, "answer": ans, "error": error, "took_ms": took, "exchange_id": exchange_id,
+                    "thread_id": msg.thread_id, "topic": ctx.topic, "now_ms": now})
+            .to_string(),
+        )
+        .await?,
+    )?;
+
+    steps.mark("triage");
+    // Path B: triage chose to act with tools (named, or relevant to the
+    // message when it named none but tools exist; D-C19).
+    if triaged.mode == Mode::Act {
+        // Relevance only when triage left nothing else to act with: a
+        // contextual skill (a reminder, a list) is the message's own ask.
+        let contextual = triaged.skills.iter().any(|s| !tri::PRIMITIVES.contains(&s.as_str()));
+        let tools = if !triaged.tools.is_empty() {
+            triaged.tools.clone()
+        } else if !input.tools.is_empty() && !contextual {
+            relevant_tools(&msg.text).await?
+        } else {
+            Vec::new()
+        };
+        if !tools.is_empty() {
+            let waited = path_b(out, ex, &ctx, &intent, &tools).await?;
+            steps.mark("tool_work");
+            return Ok(model_us + waited * 1000);
+        }
+    }
+
+    // Path C: the mode router decides unless triage chose to act.
+    let mut router_confidence = 1.0;
+    let mut mode = if triaged.mode == Mode::Act {
+        Mode::Act
+    } else {
+        let (m, c, us) = route(ex, &ctx, &intent, None, false).await?;
+        router_confidence = c;
+        model_us += us;
+        m
+    };
+
+    let mut act_results: Vec<ActResult> = Vec::new();
+    if mode == Mode::Act {
+        let (results, us) = act_loop(out, ex, &ctx, &triaged).await?;
+        model_us += us;
+        act_results = results;
+        // Re-route to a terminal mode: previous mode ACT, no tie-breaker.
+        let (m, c, _) = route(ex, &ctx, &intent, Some(Mode::Act), true).await?;
+        router_confidence = c;
+        mode = m;
+        // Having acted, the reply reports what was done: any successful
+        // action makes the terminal mode RESPOND (D-C8).
+        let succeeded = act_results.iter().any(|r| r.status == "success");
+        if mode == Mode::Act || (succeeded && mode != Mode::Respond) {
+            mode = Mode::Respond;
+        }
+    }
+
+    steps.mark("route_and_act");
+    // Generation.
+    let gen_started = clock::system_ms();
+    let (text, source) = if mode == Mode::Ignore {
+        (String::new(), ReplySource::Model)
+    } else {
+        generate(out, mode, &ctx, &msg.text, &act_results, &mut model_us).await
+    };
+    let generation_ms = clock::system_ms().saturating_sub(gen_started);
+    let confidence = generate::confidence(ctx.memory_confidence, router_confidence, source);
+    let source_label = match source {
+        ReplySource::Model => "model",
+        ReplySource::RuleBased => "rule-based",
+        ReplySource::Social => "social",
+    };
+    steps.mark("generate");
+    let outcome = Outcome {
+        mode,
+        text: &text,
+        confidence,
+        source: source_label,
+        tools: &triaged.tools,
+        generation_ms: Some(generation_ms),
+        fast_path: false,
+    };
+    let committed = commit_exchange(ex, &ctx, outcome).await?;
+    out.event(
+        "message",
+        json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": source_label}),
+    );
+    steps.mark("commit");
+    Ok(model_us)
+}
+
+/// The deterministic replies of the social exit (D-C7).
+fn social_reply(social: SocialMode, text: &str, ctx: &Assembled) -> (Mode, String) {
+    match social {
+        SocialMode::Acknowledge => {
+            let reply = if mneme_conversation::intent::is_greeting(text) {
+                match &ctx.name {
+                    Some(n) => format!("Hello, {n}."),
+                    None => "Hello.".to_string(),
+                }
+            } else {
+                "Glad that helped.".to_string()
+            };
+            (Mode::Acknowledge, reply)
+        }
+        SocialMode::Cancel => (Mode::Cancel, String::new()),
+        SocialMode::Ignore => (Mode::Ignore, String::new()),
+    }
+}
+
+/// Routes, asks the tie-breaker when the top two are within the margin, and
+/// records the decision. Returns the mode, router confidence and model time.
+async fn route(
+    ex: &Exchange<'_>,
+    ctx: &Assembled,
+    intent: &Intent,
+    previous: Option<Mode>,
+    skip_tiebreaker: bool,
+) -> Result<(Mode, f64, u64), StageError> {
+    let (msg, now, exchange_id) = (ex.msg, ex.now, &ex.id);
+    let t0 = clock::system_ms();
+    let routed: Value = decode(
+        &router::route(json!({"text": msg.text, "context": ctx, "intent": intent, "previous_mode": previous, "skip_tiebreaker": skip_tiebreaker})
+                .to_string(),
+        )
+        .await?,
+    )?;
+    let mut model_us = 0;
+    let mut answer = None;
+    if let Some(m) = routed["tiebreak_message"].as_str() {
+        let messages = mneme_entry::model::system_user(rt::TIEBREAKER_PROMPT, m.to_string());
+        let call = Instant::now();
+        let asked = llm::complete(CompletionRequest {
+            tier: Tier::Light,
+            messages,
+            max_tokens: Some(20),
+            temperature: Some(0.0),
+            json: true,
+            timeout_ms: rt::TIEBREAKER_TIMEOUT_MS,
+        })
+        .await;
+        model_us = mneme_entry::model::wait_us(&asked, call);
+        answer = asked.ok().map(|c| c.text);
+    }
+    let routing_ms = clock::system_ms().saturating_sub(t0).saturating_sub(model_us / 1000);
+    let recorded: Value = decode(
+        &router::record_decision(
+            json!({"routed": routed, "tiebreak_answer": answer, "exchange_id": exchange_id, "thread_id": msg.thread_id,
+                    "topic": ctx.topic, "routing_time_ms": routing_ms, "now_ms": now})
+            .to_string(),
+        )
+        .await?,
+    )?;
+    let mode = serde_json::from_value::<Mode>(recorded["mode"].clone())
+        .map_err(|e| StageError { code: "internal".into(), message: format!("router answer: {e}") })?;
+    Ok((mode, recorded["router_confidence"].as_f64().unwrap_or(0.0), model_us))
+}
+
+/// The ACT loop: plan (model, or rules without one), then one iteration of
+/// the shared driver (limits, dispatch, fatigue, the iteration's log).
+async fn act_loop(
+    out: &mut Out,
+    ex: &Exchange<'_>,
+    ctx: &Assembled,
+    triaged: &Triage,
+) -> Result<(Vec<ActResult>, u64), StageError> {
+    let (msg, now) = (ex.msg, ex.now);
+    let origin = Origin {
+        loop_id: new_id(),
+        exchange_id: ex.id.clone(),
+        thread_id: msg.thread_id.clone(),
+        topic: ctx.topic.clone(),
+        mode: "ACT".into(),
+        now_ms: now,
+    };
+    let mut lp = ActLoop::new(origin, Limits::default());
+    let mut results: Vec<ActResult> = Vec::new();
+    let mut model_us = 0;
+    let mut rule_based = false;
+    loop {
+        let iteration = lp.state.iteration;
+        let plan: Vec<Action> = if rule_based {
+            act::rule_plan(&msg.text, &triaged.skills, iteration, now)
+        } else {
+            let history = results
+                .iter()
+                .map(|r| format!("- {} ({}): {}", r.action_type, r.status, r.result))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let user = format!(
+                "Message: {}\nSkills suggested by triage: {}\nActions already run:\n{}",
+                msg.text,
+                triaged.skills.join(", "),
+                if history.is_empty() { "(none)".into() } else { history }
+            );
+            let call = Instant::now();
+            let answer = llm::complete(CompletionRequest {
+                tier: Tier::Primary,
+                messages: mneme_entry::model::system_user(act::PROMPT, user),
+                max_tokens: Some(600),
+                temperature: Some(0.2),
+                json: true,
+                timeout_ms: PLAN_TIMEOUT_MS,
+            })
+            .await;
+            model_us += mneme_entry::model::wait_us(&answer, call);
+            match answer.map(|c| act::parse_plan(&c.text)) {
+                Ok(Ok(p)) => p,
+                Ok(Err(_)) | Err(_) if iteration == 0 => {
+                    // No usable plan from the model: the rules plan instead (labelled in the log).
+                    rule_based = true;
+                    lp.origin.mode = "ACT (rule-based plan)".into();
+                    act::rule_plan(&msg.text, &triaged.skills, 0, now)
+                }
+                _ => Vec::new(),
+            }
+        };
+        if lp.gate(&plan).await?.is_some() {
+            break;
+        }
+        out.event(
+            "status",
+            json!({"stage": "acting", "iteration": iteration + 1, "actions": plan.iter().map(|a| a.kind.clone()).collect::<Vec<_>>()}),
+        );
+        results.extend(lp.dispatch(&plan).await?);
+    }
+    Ok((results, model_us))
+}
+
+/// Generates the reply, streaming tokens; falls back to the rules.
+async fn generate(
+    out: &mut Out,
+    mode: Mode,
+    ctx: &Assembled,
+    text: &str,
+    act: &[ActResult],
+    model_us: &mut u64,
+) -> (String, ReplySource) {
+    let messages = mneme_entry::model::messages(generate::messages(mode, ctx, text, act));
+    let call = Instant::now();
+    let (mut deltas, outcome) = llm::complete_stream(mneme_entry::model::reply_request(messages)).await;
+    let mut streamed = String::new();
+    while let Some(d) = deltas.next().await {
+        if !d.is_empty() {
+            out.event("token", json!({"text": d}));
+            streamed.push_str(&d);
+        }
+    }
+    let result = outcome.await;
+    *model_us += mneme_entry::model::wait_us(&result, call);
+    match result {
+        Ok(c) => {
+            let cleaned = generate::clean(&c.text);
+            if cleaned.is_empty() {
+                (generate::fallback(mode, ctx, text, act, "empty answer"), ReplySource::RuleBased)
+            } else {
+                (cleaned, ReplySource::Model)
+            }
+        }
+        Err(e) if !streamed.trim().is_empty() => {
+            out.event("error", json!({"message": format!("the model stopped early ({}); the reply may be incomplete", e.code), "recoverable": true}));
+            (generate::clean(&streamed), ReplySource::Model)
+        }
+        Err(e) => (generate::fallback(mode, ctx, text, act, &e.code), ReplySource::RuleBased),
+    }
+}
+
+/// Phase D: the exchange committed; its id as commit kept it.
+async fn commit_exchange(ex: &Exchange<'_>, ctx: &Assembled, o: Outcome<'_>) -> Result<String, StageError> {
+    let msg = ex.msg;
+    let r: Value = decode(
+        &commit::commit(
+            json!({"exchange_id": ex.id, "request_id": ex.request_id, "thread_id": msg.thread_id, "source": msg.source,
+                   "text": msg.text, "reply": o.text, "mode": o.mode, "confidence": o.confidence,
+                   "reply_source": o.source, "topic": ctx.topic, "previous_topic": ctx.previous_topic, "tools": o.tools,
+                   "now_ms": ex.now, "duration_ms": clock::system_ms().saturating_sub(ex.started),
+                   "generation_ms": o.generation_ms, "fast_path": o.fast_path})
+            .to_string(),
+        )
+        .await?,
+    )?;
+    Ok(r["exchange_id"].as_str().unwrap_or(&ex.id).to_string())
+}

@@ -1,0 +1,159 @@
+//! Path B (002 §5, D-C19): triage chose to act with tools. The job goes on
+//! `tool-queue` for the worker behind `/tick/tools`, and the stream waits
+//! for its reply, or leaves it to `/events`.
+
+use std::time::Duration;
+
+use mneme_conversation::context::Assembled;
+use mneme_conversation::intent::Intent;
+use mneme_entry::decode;
+use mneme_http::{new_id, sse};
+use serde_json::{Value, json};
+
+use super::request::Exchange;
+use super::stream::Out;
+use crate::clock;
+use crate::mneme::act::act as act_stage;
+use crate::mneme::types::types::StageError;
+
+/// How often the stream looks for the tool worker's reply.
+const TOOL_POLL_MS: u64 = 200;
+/// Past the stream's wait by this much, a reply nobody took goes to
+/// `/events` (the stream is gone).
+const DELIVERY_MARGIN_MS: u64 = 10_000;
+
+/// The configured tools, as triage reads them: `(name, description)`.
+pub async fn configured_tools() -> Result<Vec<(String, String)>, StageError> {
+    let v: Value = decode(&act_stage::list_tools("{}".into()).await?)?;
+    Ok(v["tools"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| Some((t["name"].as_str()?.to_string(), t["description"].as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The tools whose description is close to the message.
+pub async fn relevant_tools(text: &str) -> Result<Vec<String>, StageError> {
+    let v: Value = decode(&act_stage::relevant_tools(json!({"text": text}).to_string()).await?)?;
+    Ok(v["tools"]
+        .as_array()
+        .map(|ts| ts.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect())
+        .unwrap_or_default())
+}
+
+/// How long the stream waits for the tool worker's reply before leaving
+/// it to `/events` (variable `chat_tool_wait_ms`, default 60 s, at most
+/// 300 s so the stream ends well before the hard timeout).
+async fn tool_wait_ms() -> u64 {
+    spin_sdk::variables::get("chat_tool_wait_ms")
+        .await
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(60_000, |ms| ms.min(300_000))
+}
+
+/// Path B (§5): the cycle record, the job on `tool-queue` with
+/// `sse_pending:{request_id}`, then the wait for the tool worker's reply.
+/// It reaches this stream when it is ready in time, else `/events` (a
+/// `tool_result` event). Returns the time spent waiting.
+pub async fn path_b(
+    out: &mut Out,
+    ex: &Exchange<'_>,
+    ctx: &Assembled,
+    intent: &Intent,
+    tools: &[String],
+) -> Result<u64, StageError> {
+    let (msg, request_id, exchange_id, now) = (ex.msg, ex.request_id, ex.id.as_str(), ex.now);
+    let cycle_id = new_id();
+    let queued: Vec<Value> = tools.iter().map(|t| json!({"type": t, "params": {}})).collect();
+    act_stage::log_iteration(
+        json!({"loop_id": cycle_id, "exchange_id": exchange_id, "iteration_number": 0, "actions": queued,
+               "results": [], "execution_time_ms": 0, "cost": 0.0, "fatigue": 0.0,
+               "mode": "ACT (Path B: tool work queued)", "termination_reason": null, "now_ms": now})
+        .to_string(),
+    )
+    .await?;
+    let payload = json!({
+        "cycle_id": cycle_id, "request_id": request_id, "exchange_id": exchange_id, "thread_id": msg.thread_id,
+        "source": msg.source, "text": msg.text, "topic": ctx.topic, "intent": intent, "tools": tools,
+        "context_snapshot": {"warmth": ctx.warmth, "tool_hints": tools, "exchange_id": exchange_id},
+        "context": ctx, "now_ms": now,
+    });
+    let (started, wait) = (clock::system_ms(), tool_wait_ms().await);
+    let queued: Value = decode(
+        &act_stage::enqueue_tool_work(
+            json!({"request_id": request_id, "payload": payload, "now_ms": now,
+                   "deliver_by_ms": started + wait + DELIVERY_MARGIN_MS})
+            .to_string(),
+        )
+        .await?,
+    )?;
+    let Some(job_id) = queued["job_id"].as_i64() else {
+        return Err(StageError { code: "internal".into(), message: "the tool job got no id".into() });
+    };
+    out.event("status", json!({"stage": "tools", "tools": tools, "job_id": job_id}));
+    loop {
+        // A client that went away cannot take the reply: /events will.
+        let gone = out.gone();
+        let give_up = clock::system_ms().saturating_sub(started) >= wait || gone;
+        let taken: Value = decode(
+            &act_stage::take_tool_reply(
+                json!({"job_id": job_id, "request_id": request_id, "give_up": give_up, "gone": gone}).to_string(),
+            )
+            .await?,
+        )?;
+        match taken["state"].as_str() {
+            Some("chat") => {
+                let r = &taken["result"];
+                if taken["status"] == "done" && r["text"].is_string() {
+                    out.event(
+                        "message",
+                        json!({"text": r["text"], "topic": r["topic"], "mode": r["mode"], "confidence": r["confidence"],
+                               "exchange_id": r["exchange_id"], "source": r["source"]}),
+                    );
+                    // The client may have gone just before the reply was
+                    // taken for it: then /events gets it after all.
+                    if !out.confirm().await {
+                        act_stage::take_tool_reply(
+                            json!({"job_id": job_id, "request_id": request_id, "give_up": true, "gone": true})
+                                .to_string(),
+                        )
+                        .await?;
+                    }
+                } else {
+                    let why = r["error"].as_str().unwrap_or("the tool worker failed");
+                    out.event(
+                        "error",
+                        json!({"message": format!("The tools could not finish: {why}."), "recoverable": true}),
+                    );
+                }
+                break;
+            }
+            Some("gone") => {
+                out.event(
+                    "error",
+                    json!({"message": "The tool work was deleted before it finished; send the message again.", "recoverable": true}),
+                );
+                break;
+            }
+            Some("events") => {
+                out.event(
+                    "status",
+                    json!({"stage": "deferred", "job_id": job_id,
+                           "detail": "the tools are still working; the reply will arrive on /events as a tool_result event"}),
+                );
+                break;
+            }
+            _ => {
+                // A comment each poll: a client that went away is noticed
+                // within one poll, before the reply is taken for it.
+                out.raw(sse::comment("waiting for the tools"));
+                spin_sdk::time::sleep(Duration::from_millis(TOOL_POLL_MS)).await
+            }
+        }
+    }
+    Ok(clock::system_ms().saturating_sub(started))
+}

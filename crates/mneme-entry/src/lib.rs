@@ -1,0 +1,42 @@
+//! What Mneme's two entry components (`http-api`, `tick`) share.
+//!
+//! Both import stages and drive them the same way: the ACT loop that
+//! `/chat`, the persistent-task worker and the tool worker run, the
+//! decomposition of a goal into steps, a model call's messages and its
+//! wait. Each lived twice, once per entry, because each entry generated its
+//! own bindings and so had its own copy of every stage's Rust types. The
+//! bindings of every stage an entry may import are generated here, once
+//! (world `mneme:entries/stages`); an entry's own world maps its imports
+//! onto them with wit-bindgen's `with`, so code here and code in an entry
+//! pass the same types. A component imports only the stages its code
+//! calls.
+
+spin_sdk::wit_bindgen::generate!({
+    path: [
+        "../../wit/types", "../../wit/store", "../../wit/llm", "../../wit/context", "../../wit/triage",
+        "../../wit/router", "../../wit/act", "../../wit/commit", "../../wit/memory", "../../wit/knowledge", "../../wit/rx",
+        "../../wit/tasks", "../../wit/consolidate", "../../wit/drift", "../../wit/entries",
+    ],
+    world: "mneme:entries/stages",
+    runtime_path: "::spin_sdk::wit_bindgen::rt",
+    generate_all,
+    pub_export_macro: false,
+});
+
+pub mod act;
+pub mod clock;
+pub mod model;
+pub mod tasks;
+
+pub use mneme::types::types::StageError;
+
+/// An `internal` stage error: a fault in Mneme itself.
+pub fn internal(message: impl Into<String>) -> StageError {
+    StageError { code: "internal".into(), message: message.into() }
+}
+
+/// A stage's JSON answer, typed; a shape the entry did not expect is an
+/// internal error.
+pub fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StageError> {
+    serde_json::from_str(s).map_err(|e| internal(format!("stage answer: {e}")))
+}

@@ -5,18 +5,21 @@ spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/drift"],
     world: "mneme:drift/stage-drift",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    with: {
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+    },
     generate_all,
 });
 
 use exports::mneme::drift::drift::Guest;
-use mneme::types::types::StageError;
 use mneme_pipeline::drift as d;
 use mneme_pipeline::{Fail, run};
+use mneme_types::StageError;
 
 struct Stage;
 
 fn err(f: Fail) -> StageError {
-    StageError { code: f.code, message: f.message }
+    f.into()
 }
 
 impl Guest for Stage {

@@ -33,7 +33,7 @@ thread_local! {
 
 /// The newest event id, asked of the store at most once per poll interval
 /// per instance; a stream that has sent everything up to it asks nothing.
-async fn latest_id(now_ms: u64) -> Result<i64, crate::mneme::types::types::StageError> {
+async fn latest_id(now_ms: u64) -> Result<i64, mneme_types::StageError> {
     let (asked, id) = LATEST.get();
     if now_ms.saturating_sub(asked) < POLL_MS {
         return Ok(id);
@@ -88,7 +88,7 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
     .await
     {
         Ok(body) => serde_json::from_str::<Vec<Value>>(&body).unwrap_or_default(),
-        Err(e) => return err(ApiError::from_stage(&e.code, e.message)),
+        Err(e) => return err(ApiError::from_stage(e.code.name(), e.message)),
     };
     let (mut tx, body) = spin_sdk::http::body::stream::<String>();
     spin_sdk::wasip3::spawn(async move {

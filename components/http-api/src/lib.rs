@@ -14,7 +14,7 @@ spin_sdk::wit_bindgen::generate!({
     world: "mneme:entries/http-api",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
-        "mneme:types/types@0.1.0": mneme_entry::mneme::types::types,
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
         "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
         "mneme:context/context@0.1.0": mneme_entry::mneme::context::context,
@@ -42,8 +42,8 @@ mod tools;
 
 use mneme::memory::memory;
 use mneme::store::store;
-use mneme::types::types::StageError;
 use mneme_http::{ApiError, json};
+use mneme_types::StageError;
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use spin_sdk::http_service;
@@ -217,7 +217,7 @@ async fn handle(req: Request) -> Reply {
 }
 
 pub fn stage_error(e: StageError) -> spin_sdk::http::Response<String> {
-    ApiError::from_stage(&e.code, e.message).into_response()
+    ApiError::from_stage(e.code.name(), e.message).into_response()
 }
 
 /// A stage's JSON answer as a 200, or its error.
@@ -273,8 +273,8 @@ async fn health() -> spin_sdk::http::Response<String> {
         match llm::probe(HEALTH_DEADLINE_MS).await {
             Ok(ms) => json!({"configured": true, "ok": true, "ms": ms}),
             // The `spin` backend has no endpoint of its own to ask.
-            Err(e) if e.code == "model-unavailable" => json!({"configured": true, "ok": null}),
-            Err(e) => json!({"configured": true, "ok": false, "failure": e.code}),
+            Err(e) if e.code == mneme_types::ErrorCode::ModelUnavailable => json!({"configured": true, "ok": null}),
+            Err(e) => json!({"configured": true, "ok": false, "failure": e.code.name()}),
         }
     };
     let (h, model) = futures::join!(store::health(HEALTH_DEADLINE_MS), model);

@@ -39,7 +39,7 @@ async fn failures(client: &str, add: u32, now_ms: u64) -> Result<throttle::Failu
     store::count_failures(client.to_string(), add, throttle::WINDOW_MS, now_ms)
         .await
         .map(|(count, window_end_ms)| throttle::Failures { count, window_end_ms })
-        .map_err(|e| ApiError::from_stage(&e.code, e.message))
+        .map_err(|e| ApiError::from_stage(e.code.name(), e.message))
 }
 
 /// A 429 that says how long to wait.

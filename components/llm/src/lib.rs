@@ -11,6 +11,9 @@ spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/llm"],
     world: "mneme:llm/stage-llm",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    with: {
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+    },
     generate_all,
 });
 
@@ -19,16 +22,16 @@ use std::time::{Duration, Instant};
 use exports::mneme::llm::llm::{Completion, CompletionRequest, Guest, ModelStatus, Tier};
 use futures::StreamExt;
 use futures::future::{Either, select};
-use mneme::types::types::StageError;
 use mneme_llm::{ChatRequest, Message, Role};
 use mneme_llm::{StreamEvent, StreamParser};
+use mneme_types::{ErrorCode, StageError};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::wit_bindgen::rt::async_support::{FutureReader, StreamReader, StreamWriter};
 
 struct Stage;
 
-fn error(code: &str, message: impl Into<String>) -> StageError {
-    StageError { code: code.into(), message: message.into() }
+fn error(code: ErrorCode, message: impl Into<String>) -> StageError {
+    StageError::new(code, message)
 }
 
 async fn var(name: &str) -> Option<String> {
@@ -74,7 +77,7 @@ fn spin_infer(c: &Config, req: &CompletionRequest) -> Result<Completion, StageEr
         ..Default::default()
     };
     let r = spin_sdk::llm::infer_with_options(spin_sdk::llm::InferencingModel::Other(&model), &prompt, options)
-        .map_err(|e| error("model-error", format!("Spin llm interface: {e:?}")))?;
+        .map_err(|e| error(ErrorCode::ModelError, format!("Spin llm interface: {e:?}")))?;
     let waited = started.elapsed();
     Ok(Completion {
         text: mneme_llm::storable(&r.text),
@@ -122,22 +125,25 @@ impl Guest for Stage {
         let (http, model, timeout_ms) = prepare(&req, false).await?;
         let started = Instant::now();
         let call = async {
-            let resp =
-                spin_sdk::http::send(http).await.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?;
+            let resp = spin_sdk::http::send(http)
+                .await
+                .map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?;
             let status = resp.status();
             let bytes = read_capped(resp.into_body().stream()).await?;
             Ok::<_, StageError>((status, bytes))
         };
         let (status, bytes) = match select(Box::pin(call), Box::pin(sleep_ms(timeout_ms))).await {
             Either::Left((answer, _)) => answer?,
-            Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
+            Either::Right(_) => {
+                return Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms")));
+            }
         };
         // The whole answer is in: what follows is this stage's own work.
         let wait_us = started.elapsed().as_micros() as u64;
         if !status.is_success() {
             return Err(status_error(status, &bytes));
         }
-        let answer = mneme_llm::parse_answer(&bytes).map_err(|e| error("model-error", e.to_string()))?;
+        let answer = mneme_llm::parse_answer(&bytes).map_err(|e| error(ErrorCode::ModelError, e.to_string()))?;
         Ok(Completion {
             text: answer.text,
             model: if answer.model.is_empty() { model } else { answer.model },
@@ -153,7 +159,7 @@ impl Guest for Stage {
     ) -> (StreamReader<String>, FutureReader<Result<Completion, StageError>>) {
         let (mut deltas, deltas_rx) = wit_stream::new::<String>();
         let (outcome, outcome_rx) = wit_future::new::<Result<Completion, StageError>>(|| {
-            Err(StageError { code: "model-error".into(), message: "the stream ended without an outcome".into() })
+            Err(StageError::new(ErrorCode::ModelError, "the stream ended without an outcome"))
         });
         spin_sdk::wasip3::spawn(async move {
             let result = stream_into(&req, &mut deltas).await;
@@ -173,21 +179,21 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 async fn probe_now(timeout_ms: u32) -> Result<u32, StageError> {
     let c = config().await;
     let Some(url) = c.url.filter(|_| !c.spin) else {
-        return Err(error("model-unavailable", "no model endpoint is configured"));
+        return Err(error(ErrorCode::ModelUnavailable, "no model endpoint is configured"));
     };
     let models = format!("{}/models", url.trim_end_matches('/'));
     let mut req = spin_sdk::http::Request::get(models);
     if let Some(key) = c.key {
         req = req.header("authorization", format!("Bearer {key}"));
     }
-    let req = req.body(String::new()).map_err(|e| error("model-error", e.to_string()))?;
+    let req = req.body(String::new()).map_err(|e| error(ErrorCode::ModelError, e.to_string()))?;
     let started = Instant::now();
     let resp = match select(Box::pin(spin_sdk::http::send(req)), Box::pin(sleep_ms(timeout_ms))).await {
-        Either::Left((r, _)) => r.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?,
-        Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
+        Either::Left((r, _)) => r.map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?,
+        Either::Right(_) => return Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms"))),
     };
     if resp.status().is_server_error() {
-        return Err(error("model-error", format!("model endpoint answered {}", resp.status())));
+        return Err(error(ErrorCode::ModelError, format!("model endpoint answered {}", resp.status())));
     }
     Ok(started.elapsed().as_millis() as u32)
 }
@@ -199,10 +205,10 @@ async fn read_capped<C: AsRef<[u8]>, E: std::fmt::Debug>(
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {
         bytes.extend_from_slice(
-            chunk.map_err(|e| error("model-error", format!("model endpoint body: {e:?}")))?.as_ref(),
+            chunk.map_err(|e| error(ErrorCode::ModelError, format!("model endpoint body: {e:?}")))?.as_ref(),
         );
         if bytes.len() > MAX_ANSWER_BYTES {
-            return Err(error("model-error", format!("the model's answer ran past {MAX_ANSWER_BYTES} bytes")));
+            return Err(error(ErrorCode::ModelError, format!("the model's answer ran past {MAX_ANSWER_BYTES} bytes")));
         }
     }
     Ok(bytes)
@@ -214,7 +220,7 @@ fn sleep_ms(ms: u32) -> impl std::future::Future<Output = ()> {
 
 fn status_error(status: spin_sdk::http::StatusCode, body: &[u8]) -> StageError {
     let snippet: String = String::from_utf8_lossy(body).chars().take(200).collect();
-    error("model-error", format!("model endpoint answered {status}: {snippet}"))
+    error(ErrorCode::ModelError, format!("model endpoint answered {status}: {snippet}"))
 }
 
 /// Builds the HTTP request for a completion; fails fast with
@@ -225,14 +231,17 @@ async fn prepare(
 ) -> Result<(spin_sdk::http::Request<String>, String, u32), StageError> {
     let c = config().await;
     let Some(url) = c.url else {
-        return Err(error("model-unavailable", "no model is configured (set the Spin variable llm_url)"));
+        return Err(error(ErrorCode::ModelUnavailable, "no model is configured (set the Spin variable llm_url)"));
     };
     let model = match req.tier {
         Tier::Primary => c.primary,
         Tier::Light => c.light,
     };
     if model.is_empty() {
-        return Err(error("model-unavailable", "no model name is configured (set the Spin variable llm_model)"));
+        return Err(error(
+            ErrorCode::ModelUnavailable,
+            "no model name is configured (set the Spin variable llm_model)",
+        ));
     }
     let messages = req.messages.iter().map(|m| Message::new(role(&m.role), m.content.clone())).collect();
     let body = ChatRequest {
@@ -253,7 +262,7 @@ async fn prepare(
     if let Some(key) = c.key {
         http = http.header("authorization", format!("Bearer {key}"));
     }
-    let http = http.body(body).map_err(|e| error("model-error", e.to_string()))?;
+    let http = http.body(body).map_err(|e| error(ErrorCode::ModelError, e.to_string()))?;
     Ok((http, model, req.timeout_ms))
 }
 
@@ -272,8 +281,8 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
     let (http, model, timeout_ms) = prepare(req, true).await?;
     let started = Instant::now();
     let resp = match select(Box::pin(spin_sdk::http::send(http)), Box::pin(sleep_ms(timeout_ms))).await {
-        Either::Left((r, _)) => r.map_err(|e| error("model-error", format!("model endpoint: {e:?}")))?,
-        Either::Right(_) => return Err(error("model-timeout", format!("no answer within {timeout_ms} ms"))),
+        Either::Left((r, _)) => r.map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?,
+        Either::Right(_) => return Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms"))),
     };
     // Time waiting on the model: until the head, then each wait for a chunk.
     let mut waited = started.elapsed();
@@ -290,7 +299,7 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         if !status.is_success() {
             return Err(status_error(status, &bytes));
         }
-        let a = mneme_llm::parse_answer(&bytes).map_err(|e| error("model-error", e.to_string()))?;
+        let a = mneme_llm::parse_answer(&bytes).map_err(|e| error(ErrorCode::ModelError, e.to_string()))?;
         if !a.text.is_empty() {
             out.write_one(a.text.clone()).await;
         }
@@ -312,9 +321,13 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         let next = select(Box::pin(body.next()), Box::pin(sleep_ms(timeout_ms))).await;
         waited += asked.elapsed();
         let chunk = match next {
-            Either::Left((Some(c), _)) => c.map_err(|e| error("model-error", format!("model stream: {e:?}")))?,
+            Either::Left((Some(c), _)) => {
+                c.map_err(|e| error(ErrorCode::ModelError, format!("model stream: {e:?}")))?
+            }
             Either::Left((None, _)) => break,
-            Either::Right(_) => return Err(error("model-timeout", format!("the stream stalled for {timeout_ms} ms"))),
+            Either::Right(_) => {
+                return Err(error(ErrorCode::ModelTimeout, format!("the stream stalled for {timeout_ms} ms")));
+            }
         };
         for ev in parser.feed(&chunk) {
             match ev {
@@ -323,10 +336,10 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
                     pieces += 1;
                     if out.write_one(d).await.is_some() {
                         // The reader went away: stop paying for tokens.
-                        return Err(error("model-error", "the caller stopped reading"));
+                        return Err(error(ErrorCode::ModelError, "the caller stopped reading"));
                     }
                 }
-                StreamEvent::Error(e) => return Err(error("model-error", e)),
+                StreamEvent::Error(e) => return Err(error(ErrorCode::ModelError, e)),
                 StreamEvent::Done => {}
             }
         }

@@ -5,17 +5,20 @@ spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/memory"],
     world: "mneme:memory/stage-memory",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    with: {
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+    },
     generate_all,
 });
 
 use exports::mneme::memory::memory::Guest;
-use mneme::types::types::StageError;
 use mneme_pipeline::{Fail, run};
+use mneme_types::StageError;
 
 struct Stage;
 
 fn err(f: Fail) -> StageError {
-    StageError { code: f.code, message: f.message }
+    f.into()
 }
 
 use mneme_pipeline::memory as m;

@@ -4,18 +4,21 @@ spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/rx"],
     world: "mneme:rx/stage-rx",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    with: {
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+    },
     generate_all,
 });
 
 use exports::mneme::rx::rx::Guest;
-use mneme::types::types::StageError;
 use mneme_pipeline::rx;
 use mneme_pipeline::{Fail, run};
+use mneme_types::StageError;
 
 struct Stage;
 
 fn err(f: Fail) -> StageError {
-    StageError { code: f.code, message: f.message }
+    f.into()
 }
 
 impl Guest for Stage {

@@ -7,12 +7,15 @@ spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/store"],
     world: "mneme:store/stage-store",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    with: {
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+    },
     generate_all,
 });
 
 use exports::mneme::store::store::{AppliedMigration, Dependency, Guest, StoreHealth};
-use mneme::types::types::StageError;
 use mneme_store::{StoreError, Stores, Value, migrate};
+use mneme_types::StageError;
 
 struct Stage;
 
@@ -35,7 +38,7 @@ fn failure(e: StoreError) -> String {
 }
 
 fn stage_error(e: StoreError) -> StageError {
-    StageError { code: e.code.to_string(), message: e.message }
+    StageError::new(mneme_types::ErrorCode::from_name(e.code), e.message)
 }
 
 impl Guest for Stage {

@@ -9,10 +9,10 @@
 
 use crate::mneme::consolidate::consolidate;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::mneme::types::types::StageError;
 use crate::parse;
 use mneme_background::consolidate::{self as rules, EpisodeBrief, Exchange};
 use mneme_background::cycle::RULES_LABEL;
+use mneme_types::StageError;
 use serde_json::{Value, json};
 
 /// A claimed job is someone else's to take over after this long.
@@ -40,7 +40,7 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
             )
             .await
             .map(|s| json!({"job_id": id, "queue": queue, "status": "done", "result": parse(&s)}))
-            .map_err(|e| (format!("{}: {}", e.code, e.message), e.code != "lease-lost")),
+            .map_err(|e| (format!("{}: {}", e.code, e.message), e.code != mneme_types::ErrorCode::LeaseLost)),
             Err(error) => Err((error, true)),
         };
         let entry = match outcome {

@@ -7,10 +7,10 @@
 
 use crate::mneme::drift::drift;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::mneme::types::types::StageError;
 use crate::parse;
 use mneme_background::cycle::RULES_LABEL;
 use mneme_background::drift::{self as rules, Activated, Thought};
+use mneme_types::StageError;
 use serde_json::{Value, json};
 
 /// The engine's claim outlasts a cycle's model calls.

@@ -6,10 +6,10 @@
 
 use crate::mneme::knowledge::knowledge;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::mneme::types::types::StageError;
 use crate::parse;
 use mneme_knowledge::governor::{self, MERGE_COSINE_DEFAULT};
 use mneme_knowledge::{extract, rules};
+use mneme_types::StageError;
 use serde_json::{Value, json};
 
 /// A claimed job is someone else's to take over after this long.
@@ -28,9 +28,11 @@ fn stage(e: StageError) -> String {
 async fn merge_threshold() -> Result<f32, StageError> {
     match spin_sdk::variables::get("knowledge_merge_threshold").await {
         Ok(v) if !v.trim().is_empty() => {
-            v.trim().parse::<f32>().ok().filter(|t| *t > 0.0 && *t <= 1.0).ok_or_else(|| StageError {
-                code: "config".into(),
-                message: "`knowledge_merge_threshold` must be a number in (0, 1]".into(),
+            v.trim().parse::<f32>().ok().filter(|t| *t > 0.0 && *t <= 1.0).ok_or_else(|| {
+                StageError::new(
+                    mneme_types::ErrorCode::Config,
+                    "`knowledge_merge_threshold` must be a number in (0, 1]",
+                )
             })
         }
         _ => Ok(MERGE_COSINE_DEFAULT),
@@ -112,7 +114,7 @@ async fn run_job(
     )
     .await
     .map_err(|e| {
-        let retry = e.code != "lease-lost";
+        let retry = e.code != mneme_types::ErrorCode::LeaseLost;
         (stage(e), retry)
     })?;
     Ok(parse(&applied))

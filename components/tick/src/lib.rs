@@ -17,7 +17,7 @@ spin_sdk::wit_bindgen::generate!({
     world: "mneme:entries/tick",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
-        "mneme:types/types@0.1.0": mneme_entry::mneme::types::types,
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
         "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
         "mneme:memory/memory@0.1.0": mneme_entry::mneme::memory::memory,
@@ -113,12 +113,12 @@ async fn handle(req: Request) -> impl IntoResponse {
         // A cycle whose claim another tick took over (it outlived its
         // lease) wrote nothing under the claim: the scheduler's call did
         // not fail, the work is the other tick's (D-CL5).
-        Err(e) if e.code == "lease-lost" => json(
+        Err(e) if e.code == mneme_types::ErrorCode::LeaseLost => json(
             StatusCode::OK,
             &json!({ "job": job, "took_ms": now_ms().saturating_sub(started),
                      "result": { "due": true, "ran": false, "abandoned": e.message } }),
         ),
-        Err(e) => ApiError::from_stage(&e.code, e.message).into_response(),
+        Err(e) => ApiError::from_stage(e.code.name(), e.message).into_response(),
     }
 }
 
@@ -153,6 +153,6 @@ pub(crate) fn parse(s: &str) -> serde_json::Value {
 }
 
 /// An `internal` stage error.
-pub(crate) fn internal(message: String) -> mneme::types::types::StageError {
-    mneme::types::types::StageError { code: "internal".into(), message }
+pub(crate) fn internal(message: String) -> mneme_types::StageError {
+    mneme_types::StageError::internal(message)
 }

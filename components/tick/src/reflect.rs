@@ -7,9 +7,9 @@
 
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::router::router;
-use crate::mneme::types::types::StageError;
 use crate::parse;
 use mneme_background::regulator::{self as rules, parse_reflection};
+use mneme_types::StageError;
 use serde_json::{Value, json};
 
 /// The batch's claim outlasts five model calls.

@@ -7,13 +7,13 @@
 
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::tasks::tasks;
-use crate::mneme::types::types::StageError;
 use crate::{internal, parse};
 use mneme_background::cycle::{self, Progress};
 use mneme_background::tasks::{ACT_PROMPT, STEPS_PER_CYCLE, Step, loop_limits, next_run};
 use mneme_conversation::act::{Action, Termination};
 use mneme_conversation::generate::ActResult;
 use mneme_entry::act::{ActLoop, Origin};
+use mneme_types::StageError;
 use serde_json::{Value, json};
 
 /// A claimed task (and the worker) is someone else's after this long; every
@@ -151,7 +151,7 @@ async fn abandon(
     now: u64,
     e: StageError,
 ) -> Result<Value, StageError> {
-    if e.code != "lease-lost" {
+    if e.code != mneme_types::ErrorCode::LeaseLost {
         return Err(e);
     }
     tasks::end_cycle(

@@ -10,7 +10,6 @@
 use crate::mneme::act::act;
 use crate::mneme::commit::commit;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::mneme::types::types::StageError;
 use crate::{internal, parse};
 use mneme_conversation::Mode;
 use mneme_conversation::act::{Action, Limits};
@@ -18,6 +17,7 @@ use mneme_conversation::context::Assembled;
 use mneme_conversation::generate::{self, ActResult, ReplySource};
 use mneme_conversation::tools::{self as rules, CriticStep};
 use mneme_entry::act::{ActLoop, Origin};
+use mneme_types::StageError;
 use serde_json::{Value, json};
 
 /// A claimed job is another tick's to take over after this long: above
@@ -42,7 +42,9 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
         // worker's to finish.
         let outcome = match run(&job, &model, &clock).await {
             Ok(entry) => entry,
-            Err(e) if e.code == "lease-lost" => json!({"job_id": job["id"], "status": "lost", "error": e.message}),
+            Err(e) if e.code == mneme_types::ErrorCode::LeaseLost => {
+                json!({"job_id": job["id"], "status": "lost", "error": e.message})
+            }
             Err(e) => {
                 let error = format!("{}: {}", e.code, e.message);
                 let failed = act::fail_tool_work(
@@ -211,6 +213,6 @@ async fn reply_text(ctx: &Assembled, text: &str, results: &[ActResult]) -> (Stri
     match answer {
         Ok(c) if !generate::clean(&c.text).is_empty() => (generate::clean(&c.text), ReplySource::Model),
         Ok(_) => (generate::fallback(Mode::Respond, ctx, text, results, "empty answer"), ReplySource::RuleBased),
-        Err(e) => (generate::fallback(Mode::Respond, ctx, text, results, &e.code), ReplySource::RuleBased),
+        Err(e) => (generate::fallback(Mode::Respond, ctx, text, results, e.code.name()), ReplySource::RuleBased),
     }
 }

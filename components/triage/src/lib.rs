@@ -5,17 +5,20 @@ spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/triage"],
     world: "mneme:triage/stage-triage",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    with: {
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+    },
     generate_all,
 });
 
 use exports::mneme::triage::triage::Guest;
-use mneme::types::types::StageError;
 use mneme_pipeline::{Fail, run};
+use mneme_types::StageError;
 
 struct Stage;
 
 fn err(f: Fail) -> StageError {
-    StageError { code: f.code, message: f.message }
+    f.into()
 }
 
 impl Guest for Stage {

@@ -19,6 +19,9 @@ spin_sdk::wit_bindgen::generate!({
     ],
     world: "mneme:entries/stages",
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    with: {
+        "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+    },
     generate_all,
     pub_export_macro: false,
 });
@@ -28,11 +31,11 @@ pub mod clock;
 pub mod model;
 pub mod tasks;
 
-pub use mneme::types::types::StageError;
+pub use mneme_types::{ErrorCode, StageError};
 
 /// An `internal` stage error: a fault in Mneme itself.
 pub fn internal(message: impl Into<String>) -> StageError {
-    StageError { code: "internal".into(), message: message.into() }
+    StageError::internal(message)
 }
 
 /// A stage's JSON answer, typed; a shape the entry did not expect is an

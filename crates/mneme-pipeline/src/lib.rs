@@ -44,6 +44,14 @@ impl Fail {
     }
 }
 
+/// At the seam a failure's code is one of WIT's `error-code`s; a code off
+/// that list is `internal`, a fault in Mneme itself.
+impl From<Fail> for mneme_types::StageError {
+    fn from(f: Fail) -> Self {
+        mneme_types::StageError::new(mneme_types::ErrorCode::from_name(&f.code), f.message)
+    }
+}
+
 impl From<StoreError> for Fail {
     fn from(e: StoreError) -> Self {
         Fail { code: e.code.to_string(), message: e.message }

@@ -27,7 +27,7 @@ use crate::mneme::context::context;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::router::router;
 use crate::mneme::triage::triage;
-use crate::mneme::types::types::StageError;
+use mneme_types::StageError;
 
 /// Budget of one ACT planning call and of generation's first token.
 const PLAN_TIMEOUT_MS: u32 = 10_000;
@@ -153,7 +153,7 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
     model_us += mneme_entry::model::wait_us(&answer, call);
     let (ans, error) = match answer {
         Ok(c) => (Some(c.text), None),
-        Err(e) => (None, Some(e.code)),
+        Err(e) => (None, Some(e.code.name())),
     };
     let triaged: Triage = decode(
         &triage::decide(
@@ -310,7 +310,7 @@ async fn route(
         .await?,
     )?;
     let mode = serde_json::from_value::<Mode>(recorded["mode"].clone())
-        .map_err(|e| StageError { code: "internal".into(), message: format!("router answer: {e}") })?;
+        .map_err(|e| StageError::internal(format!("router answer: {e}")))?;
     Ok((mode, recorded["router_confidence"].as_f64().unwrap_or(0.0), model_us))
 }
 
@@ -419,7 +419,7 @@ async fn generate(
             out.event("error", json!({"message": format!("the model stopped early ({}); the reply may be incomplete", e.code), "recoverable": true}));
             (generate::clean(&streamed), ReplySource::Model)
         }
-        Err(e) => (generate::fallback(mode, ctx, text, act, &e.code), ReplySource::RuleBased),
+        Err(e) => (generate::fallback(mode, ctx, text, act, e.code.name()), ReplySource::RuleBased),
     }
 }
 

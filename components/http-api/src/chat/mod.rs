@@ -50,7 +50,10 @@ pub async fn handle(req: Request) -> Reply {
                 out.event("done", json!({"duration_ms": d, "model_ms": model_ms, "steps": steps}));
             }
             Err(e) => {
-                out.event("error", json!({"message": format!("{}: {}", e.code, e.message), "recoverable": e.code.contains("unavailable")}));
+                out.event(
+                    "error",
+                    json!({"message": format!("{}: {}", e.code, e.message), "recoverable": e.code.is_unavailable()}),
+                );
                 out.event("done", json!({"duration_ms": clock::system_ms().saturating_sub(started)}));
             }
         }

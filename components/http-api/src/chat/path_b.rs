@@ -14,7 +14,7 @@ use super::request::Exchange;
 use super::stream::Out;
 use crate::clock;
 use crate::mneme::act::act as act_stage;
-use crate::mneme::types::types::StageError;
+use mneme_types::StageError;
 
 /// How often the stream looks for the tool worker's reply.
 const TOOL_POLL_MS: u64 = 200;
@@ -92,7 +92,7 @@ pub async fn path_b(
         .await?,
     )?;
     let Some(job_id) = queued["job_id"].as_i64() else {
-        return Err(StageError { code: "internal".into(), message: "the tool job got no id".into() });
+        return Err(StageError::internal("the tool job got no id"));
     };
     out.event("status", json!({"stage": "tools", "tools": tools, "job_id": job_id}));
     loop {

@@ -1,0 +1,133 @@
+//! `mneme:types`, generated once. Every stage component and both entries
+//! map the package onto these bindings (wit-bindgen's `with`), so a
+//! `StageError` made in a stage is the same Rust type an entry matches on.
+//!
+//! Its code is an enum at the seam, and the enum has one name per code: the
+//! kebab-case name WIT gives it, which is also the `error.code` a client
+//! reads. [`ErrorCode::name`] and [`ErrorCode::from_name`] convert, and
+//! `Display` writes the name.
+
+spin_sdk::wit_bindgen::generate!({
+    path: ["../../wit/types"],
+    world: "mneme:types/shared",
+    generate_unused_types: true,
+    runtime_path: "::spin_sdk::wit_bindgen::rt",
+    generate_all,
+});
+
+pub use mneme::types::types::{ErrorCode, StageError};
+
+/// Every code, in the order WIT lists them.
+pub const CODES: [ErrorCode; 23] = [
+    ErrorCode::Invalid,
+    ErrorCode::NotFound,
+    ErrorCode::Conflict,
+    ErrorCode::LeaseLost,
+    ErrorCode::Terminal,
+    ErrorCode::ForcedDecision,
+    ErrorCode::DoorBusy,
+    ErrorCode::MalformedArtifact,
+    ErrorCode::Upstream,
+    ErrorCode::ModelError,
+    ErrorCode::ModelTimeout,
+    ErrorCode::ModelUnavailable,
+    ErrorCode::StoreUnavailable,
+    ErrorCode::NotConfigured,
+    ErrorCode::Misconfigured,
+    ErrorCode::EmbeddingFailed,
+    ErrorCode::Config,
+    ErrorCode::AccessDenied,
+    ErrorCode::Migration,
+    ErrorCode::BadSql,
+    ErrorCode::Decode,
+    ErrorCode::UnknownAction,
+    ErrorCode::Internal,
+];
+
+impl ErrorCode {
+    /// The code's name: `lease-lost`, `store-unavailable`…
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Invalid => "invalid",
+            ErrorCode::NotFound => "not-found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::LeaseLost => "lease-lost",
+            ErrorCode::Terminal => "terminal",
+            ErrorCode::ForcedDecision => "forced-decision",
+            ErrorCode::DoorBusy => "door-busy",
+            ErrorCode::MalformedArtifact => "malformed-artifact",
+            ErrorCode::Upstream => "upstream",
+            ErrorCode::ModelError => "model-error",
+            ErrorCode::ModelTimeout => "model-timeout",
+            ErrorCode::ModelUnavailable => "model-unavailable",
+            ErrorCode::StoreUnavailable => "store-unavailable",
+            ErrorCode::NotConfigured => "not-configured",
+            ErrorCode::Misconfigured => "misconfigured",
+            ErrorCode::EmbeddingFailed => "embedding-failed",
+            ErrorCode::Config => "config",
+            ErrorCode::AccessDenied => "access-denied",
+            ErrorCode::Migration => "migration",
+            ErrorCode::BadSql => "bad-sql",
+            ErrorCode::Decode => "decode",
+            ErrorCode::UnknownAction => "unknown-action",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The code of a name; a name off the list is `internal`, a fault in
+    /// Mneme itself.
+    pub fn from_name(name: &str) -> Self {
+        CODES.into_iter().find(|c| c.name() == name).unwrap_or(ErrorCode::Internal)
+    }
+
+    /// Whether retrying later, once a service is back, can succeed.
+    pub fn is_unavailable(self) -> bool {
+        matches!(self, ErrorCode::ModelUnavailable | ErrorCode::StoreUnavailable)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl StageError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+
+    /// An `internal` error: a fault in Mneme itself.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_internal() {
+        for c in CODES {
+            assert_eq!(ErrorCode::from_name(c.name()), c, "{c}");
+        }
+        assert_eq!(ErrorCode::from_name("commit"), ErrorCode::Internal);
+        assert_eq!(ErrorCode::from_name(""), ErrorCode::Internal);
+    }
+
+    #[test]
+    fn the_wit_file_lists_exactly_these_codes() {
+        let wit = include_str!("../../../wit/types/types.wit");
+        let body = &wit[wit.find("enum error-code {").unwrap()..];
+        let body = &body[..body.find('}').unwrap()];
+        let listed: Vec<&str> = body
+            .lines()
+            .skip(1)
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("///"))
+            .map(|l| l.trim_end_matches(','))
+            .collect();
+        assert_eq!(listed, CODES.map(ErrorCode::name), "wit/types/types.wit and CODES differ");
+    }
+}

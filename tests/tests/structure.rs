@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 /// the runner's load path, and take `intent` and `social` apart, then empty
 /// this list.
 const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["crates/mneme-conversation/src/intent.rs", "crates/mneme-conversation/src/social.rs"],
     &[
         "crates/mneme-pipeline/src/drift.rs",
         "crates/mneme-pipeline/src/memory.rs",

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::social;
+use crate::phrases::{is_cancel, is_greeting, is_positive_feedback, is_self_resolved};
 use mneme_text::{token_count, words};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,14 +49,6 @@ pub struct Intent {
     pub is_self_resolved: bool,
 }
 
-static GREETING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^\s*(hey|hi|hello|yo|sup|what'?s up|howdy|hiya|heya|greetings|good (morning|afternoon|evening))\b")
-        .unwrap()
-});
-static POSITIVE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(thanks|thank you|great|perfect|awesome|exactly|that works|correct|good|nice|helpful|got it|understood)\b")
-        .unwrap()
-});
 static NEGATIVE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(wrong|incorrect|no that|doesn'?t work|confused|not what i|try again|not helpful)\b").unwrap()
 });
@@ -79,16 +71,6 @@ const CASUAL: &[&str] = &[
 const FORMAL: &[&str] = &["please", "kindly", "inquire", "regarding", "sincerely", "respectfully", "appreciate"];
 const FORMAL_PHRASES: &[&str] = &["could you", "would you", "i would like"];
 
-/// Whether `text` contains a positive-feedback word.
-pub fn is_positive_feedback(text: &str) -> bool {
-    POSITIVE.is_match(text)
-}
-
-/// Whether `text` opens with a greeting.
-pub fn is_greeting(text: &str) -> bool {
-    GREETING.is_match(text)
-}
-
 impl Intent {
     /// The same classification at another context warmth: only the +0.1
     /// for warmth over 0.5 depends on it, and the confidence before that
@@ -105,14 +87,14 @@ impl Intent {
 /// Classifies one message. `warmth` is Phase A's context warmth (0–1).
 pub fn classify(text: &str, warmth: f64) -> Intent {
     let tokens = token_count(text);
-    let is_self_resolved = social::is_self_resolved(text);
-    let is_cancel = !is_self_resolved && social::is_cancel(text);
+    let is_self_resolved = is_self_resolved(text);
+    let is_cancel = !is_self_resolved && is_cancel(text);
     let has_q = text.contains('?');
     let intent_type = if text.trim().is_empty() {
         IntentType::Empty
     } else if is_greeting(text) {
         IntentType::Greeting
-    } else if POSITIVE.is_match(text) || NEGATIVE.is_match(text) {
+    } else if is_positive_feedback(text) || NEGATIVE.is_match(text) {
         IntentType::Feedback
     } else if is_cancel || (COMMAND_VERB.is_match(text) && !has_q) {
         IntentType::Command

@@ -87,7 +87,7 @@ pub fn signals(text: &str, ctx: &ContextView, intent: &Intent) -> Signals {
     let tokens: Vec<&str> = text.split_whitespace().collect();
     let lower: Vec<String> = tokens.iter().map(|t| t.to_lowercase()).collect();
     let unique = lower.iter().collect::<std::collections::BTreeSet<_>>().len();
-    let explicit_feedback = if intent::is_positive_feedback(text) {
+    let explicit_feedback = if crate::phrases::is_positive_feedback(text) {
         Some("positive".to_string())
     } else if NEGATIVE.is_match(text) {
         Some("negative".to_string())
@@ -103,7 +103,7 @@ pub fn signals(text: &str, ctx: &ContextView, intent: &Intent) -> Signals {
         interrogative_words: INTERROGATIVE.is_match(text),
         gist_count: ctx.gist_count,
         is_new_topic: ctx.is_new_topic,
-        greeting_pattern: intent::is_greeting(text),
+        greeting_pattern: crate::phrases::is_greeting(text),
         fact_count: ctx.fact_count,
         world_state_present: ctx.world_state_present,
         explicit_feedback,

@@ -9,12 +9,9 @@
 //! three words goes on to triage, and feedback over eight words is not
 //! acknowledged as social.
 
-use std::sync::LazyLock;
-
-use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::intent::{is_greeting, is_positive_feedback};
+use crate::phrases::{is_cancel, is_greeting, is_positive_feedback, is_self_resolved};
 use mneme_text::words;
 
 /// The social exits.
@@ -24,36 +21,6 @@ pub enum SocialMode {
     Acknowledge,
     Cancel,
     Ignore,
-}
-
-static CANCEL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(never ?mind|ignore that|stop (searching|looking|checking)|forget (it|about it|that)|don'?t bother)\b",
-    )
-    .unwrap()
-});
-/// "cancel", unless it names something to cancel (a reminder, a task…), which
-/// is a request for the scheduler, not a social exit.
-static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)\bcancel\b").unwrap());
-static CANCEL_OBJECT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\bcancel\s+((my|all|the|a|this|that)\s+)?(reminders?|alarms?|schedules?|tasks?|notifications?|events?|recurring|appointments?)\b",
-    )
-    .unwrap()
-});
-static SELF_RESOLVED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b((found|figured|sorted|solved|got) (it|that|this)( (out|now|myself))?|all good|no worries|no need)\b",
-    )
-    .unwrap()
-});
-
-pub fn is_cancel(text: &str) -> bool {
-    CANCEL.is_match(text) || (CANCEL_WORD.is_match(text) && !CANCEL_OBJECT.is_match(text))
-}
-
-pub fn is_self_resolved(text: &str) -> bool {
-    SELF_RESOLVED.is_match(text)
 }
 
 /// The pre-check, run before topic classification: only CANCEL and IGNORE,

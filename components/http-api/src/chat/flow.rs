@@ -251,7 +251,7 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
 fn social_reply(social: SocialMode, text: &str, ctx: &Assembled) -> (Mode, String) {
     match social {
         SocialMode::Acknowledge => {
-            let reply = if mneme_conversation::intent::is_greeting(text) {
+            let reply = if mneme_conversation::phrases::is_greeting(text) {
                 match &ctx.name {
                     Some(n) => format!("Hello, {n}."),
                     None => "Hello.".to_string(),

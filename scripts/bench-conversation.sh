@@ -75,3 +75,20 @@ def pct(a, p):
 print(f"n={len(totals)} total p50={pct(totals,50):.1f}ms p95={pct(totals,95):.1f}ms; "
       f"model p50={pct(models,50):.1f}ms; overhead p50={pct(overheads,50):.1f}ms p95={pct(overheads,95):.1f}ms (every one RESPOND)")
 PY
+
+say "instantiation per request (the runner's inst= on POST /chat)"
+python3 - "$STATE/log" <<'PY'
+import re, sys
+fresh, reused = [], 0
+for line in open(sys.argv[1], errors="replace"):
+    if not line.startswith("POST /chat "):
+        continue
+    m = re.search(r" inst=(\d+)us", line)
+    if m:
+        fresh.append(int(m.group(1)))
+    elif " inst=reused" in line:
+        reused += 1
+fresh.sort()
+med = fresh[len(fresh) // 2] if fresh else 0
+print(f"inst: {len(fresh)} instantiated (median {med} us), {reused} reused")
+PY

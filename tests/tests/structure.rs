@@ -10,16 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Circles of files that import each other, each as its files sorted,
-/// relative to the repository. TODO(#23): dissolve `mneme-pipeline`, split
-/// the runner's load path, and take `intent` and `social` apart, then empty
-/// this list.
+/// relative to the repository. TODO(#23): split the runner's load path,
+/// then empty this list.
 const KNOWN_CIRCLES: &[&[&str]] = &[
-    &[
-        "crates/mneme-pipeline/src/drift.rs",
-        "crates/mneme-pipeline/src/memory.rs",
-        "crates/mneme-pipeline/src/tasks.rs",
-    ],
-    &["crates/mneme-pipeline/src/consolidate.rs", "crates/mneme-pipeline/src/context.rs"],
     &[
         "crates/mneme-runner/src/app.rs",
         "crates/mneme-runner/src/compose.rs",

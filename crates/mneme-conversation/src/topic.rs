@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use mneme_text::cosine;
 
+/// Name of the topic before any message has been classified.
+pub const GENERAL_TOPIC: &str = "general";
+
 /// Similarity bonus of the topic the thread was last on.
 pub const RECENT_BOOST: f64 = 0.15;
 /// Below this (boosted) similarity, the message opens a new topic.

@@ -245,7 +245,7 @@ pub async fn apply(r: ApplyRequest) -> Result<J> {
             // Gists and facts live in the key-value store, outside the
             // transaction; both stores dedup, so a rerun after a crash here
             // changes nothing (D-B4).
-            let topic = r.input["topic"].as_str().unwrap_or(crate::context::GENERAL_TOPIC);
+            let topic = r.input["topic"].as_str().unwrap_or(mneme_conversation::topic::GENERAL_TOPIC);
             let mut outcomes = Vec::new();
             for g in &chunk.gists {
                 let o = records::store_gist(

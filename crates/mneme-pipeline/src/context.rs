@@ -19,8 +19,6 @@ pub struct Request {
 
 /// Topics compared against a message: the most recently active ones.
 const TOPIC_CANDIDATES: i64 = 200;
-/// Name of the topic before any message has been classified.
-pub const GENERAL_TOPIC: &str = "general";
 
 pub async fn assemble(req: Request) -> Result<Assembled> {
     let started = mneme_time::clock::system_ms();
@@ -76,7 +74,7 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     let mut embedding = Vec::new();
     let (mut new_streak, mut new_focus) = (None, None);
     let (topic_name, is_new_topic, topic_confidence, streak, distracted) = if req.light {
-        let t = prior_streak.as_ref().map_or(GENERAL_TOPIC.to_string(), |s| s.topic.clone());
+        let t = prior_streak.as_ref().map_or(mneme_conversation::topic::GENERAL_TOPIC.to_string(), |s| s.topic.clone());
         (t, false, 0.0, prior_streak.as_ref().map_or(0, |s| s.count), false)
     } else {
         let t0 = std::time::Instant::now();

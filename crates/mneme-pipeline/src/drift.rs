@@ -12,7 +12,7 @@
 //! `finish` writes nothing; the lease ends and a later tick drifts afresh.
 
 use crate::consolidate::{self, CORPUS};
-use crate::memory::{publish_with, publishing};
+use crate::events::{publish_with, publishing};
 use crate::schedule;
 use crate::tasks::{self as task_store, Inserted};
 use crate::{Result, Stores, as_store_error, bytes_f32, embed, f32_bytes, in_list, json_text, random_hex};
@@ -308,7 +308,7 @@ async fn select(sql: &Sql, kind: SeedKind, now: i64, d: &mut Draws) -> Result<Op
                      GROUP BY topic HAVING count(*) >= $3 ORDER BY topic",
                     &[
                         Value::Int(now - SALIENT_WINDOW_MS),
-                        crate::context::GENERAL_TOPIC.into(),
+                        mneme_conversation::topic::GENERAL_TOPIC.into(),
                         INSIGHT_MIN_SIGNALS.into(),
                     ],
                 )
@@ -399,7 +399,7 @@ async fn concepts_of(sql: &Sql, episodes: &[String], topic: Option<&str>) -> Res
 /// The topic of the newest episode a concept was drawn from, or `general`.
 async fn concept_topic(sql: &Sql, c: &Concept) -> Result<String> {
     if c.episodes.is_empty() {
-        return Ok(crate::context::GENERAL_TOPIC.into());
+        return Ok(mneme_conversation::topic::GENERAL_TOPIC.into());
     }
     let params: Vec<Value> = c.episodes.iter().map(|e| Value::from(e.as_str())).collect();
     let rows = sql
@@ -413,7 +413,7 @@ async fn concept_topic(sql: &Sql, c: &Concept) -> Result<String> {
         .await?;
     Ok(match rows.first() {
         Some(r) => r.text("topic")?,
-        None => crate::context::GENERAL_TOPIC.into(),
+        None => mneme_conversation::topic::GENERAL_TOPIC.into(),
     })
 }
 

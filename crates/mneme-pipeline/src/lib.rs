@@ -9,6 +9,7 @@ pub mod commit;
 pub mod consolidate;
 pub mod context;
 pub mod drift;
+pub mod events;
 pub mod knowledge;
 pub mod memory;
 pub mod records;

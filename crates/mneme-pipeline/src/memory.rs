@@ -2,12 +2,12 @@
 //! search, forget, export, delete-all; the proactive event log behind
 //! `GET /events`; and the job queues, for inspection.
 
-use mneme_store::sql::SqlKind;
-use mneme_store::{Row, Sql, StoreError, Stores, Value};
+use mneme_store::{Row, Sql, Stores, Value};
 use mneme_time::Recurrence;
 use serde::Deserialize;
 use serde_json::{Map, Value as J, json};
 
+use crate::events::{publish_with, publishing};
 use crate::{Fail, Result, records};
 
 fn row_json(r: &Row) -> J {
@@ -456,41 +456,6 @@ pub struct PublishRequest {
 pub async fn publish(req: PublishRequest) -> Result<J> {
     let stores = Stores::open().await?;
     Ok(publishing(&stores.sql, async |sql: &Sql| publish_with(sql, &req.kind, &req.payload, req.now_ms).await).await?)
-}
-
-/// The Postgres advisory lock that makes event ids commit in order (D-C21).
-const EVENT_ORDER_LOCK: i64 = 0x6d6e_656d_6576_0001;
-
-/// A transaction that may publish events. On Postgres its first statement
-/// takes the event-order lock, held until the transaction ends: the next
-/// publisher draws its id only once this one has committed, so a reader
-/// never sees an id while a smaller one is still uncommitted. A transaction
-/// waiting for the lock holds no row lock another one could be waiting for,
-/// so publishers queue and never deadlock (D-C21). On SQLite the
-/// transaction's write lock already orders them.
-pub async fn publishing<T>(
-    sql: &Sql,
-    body: impl AsyncFnOnce(&Sql) -> std::result::Result<T, StoreError>,
-) -> std::result::Result<T, StoreError> {
-    sql.transaction(async |sql: &Sql| {
-        if sql.kind() == SqlKind::Postgres {
-            sql.execute("SELECT pg_advisory_xact_lock($1::bigint)", &[Value::Int(EVENT_ORDER_LOCK)]).await?;
-        }
-        body(sql).await
-    })
-    .await
-}
-
-/// Appends an event and returns `{id}`. Only inside [`publishing`].
-pub async fn publish_with(sql: &Sql, kind: &str, payload: &J, now_ms: u64) -> std::result::Result<J, StoreError> {
-    let rows = sql
-        .query(
-            "INSERT INTO events (type, payload, created_ms) VALUES ($1, $2, $3) RETURNING id",
-            &[kind.into(), payload.to_string().into(), Value::Int(now_ms as i64)],
-        )
-        .await?;
-    let id = rows.first().ok_or_else(|| StoreError::new("decode", "the event insert returned no id"))?.i64("id")?;
-    Ok(json!({"id": id}))
 }
 
 #[derive(Debug, Deserialize)]

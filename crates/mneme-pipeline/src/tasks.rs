@@ -12,7 +12,7 @@
 //! jittered time). A crash before a checkpoint loses only the step in
 //! flight; the leases end and the next tick takes the work over.
 
-use crate::memory::{publish_with, publishing};
+use crate::events::{publish_with, publishing};
 use crate::schedule;
 use crate::{Fail, Result, as_store_error, json_text, random_hex};
 use mneme_background::cycle::Progress;

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 
-use crate::{Fail, Result, bytes_f32, embed, f32_bytes, memory};
+use crate::{Fail, Result, bytes_f32, embed, f32_bytes};
 
 /// The queue Path B's jobs wait on.
 pub const QUEUE: &str = "tool-queue";
@@ -219,7 +219,7 @@ pub async fn fail(r: FailRequest) -> Result<J> {
 /// publishes the result when no stream will take it.
 async fn end_job(job_id: i64, claim: &str, status: &str, result: &J, now_ms: u64) -> Result<J> {
     let stores = Stores::open().await?;
-    let out = memory::publishing(&stores.sql, async |sql: &Sql| {
+    let out = crate::events::publishing(&stores.sql, async |sql: &Sql| {
         let n = sql
             .execute(
                 "UPDATE jobs SET status = $3, result = $4, claim = NULL, updated_ms = $5
@@ -254,7 +254,7 @@ async fn expire(sql: &Sql, now_ms: u64) -> Result<()> {
         return Ok(());
     }
     let error = json!({"error": "the tool worker did not finish"});
-    memory::publishing(sql, async |sql: &Sql| {
+    crate::events::publishing(sql, async |sql: &Sql| {
         let ended = sql
             .query(
                 "SELECT id, result FROM jobs WHERE queue = $1 AND status IN ('done', 'failed')
@@ -299,7 +299,7 @@ async fn publish_if_unclaimed(sql: &Sql, job_id: i64, result: &J, now_ms: u64) -
     if let Some(e) = result["error"].as_str() {
         payload["text"] = json!(format!("The tools could not finish: {e}."));
     }
-    let event = memory::publish_with(sql, "tool_result", &payload, now_ms).await?;
+    let event = crate::events::publish_with(sql, "tool_result", &payload, now_ms).await?;
     Ok(json!({"delivery": "events", "event_id": event["id"]}))
 }
 
@@ -326,7 +326,7 @@ pub async fn take(r: TakeRequest) -> Result<J> {
     if r.gone {
         // One transaction: a reply already here is published now; one still
         // being worked on is marked so the worker publishes it when done.
-        memory::publishing(sql, async |sql: &Sql| {
+        crate::events::publishing(sql, async |sql: &Sql| {
             let rows = sql
                 .query(
                     "UPDATE jobs SET delivery = 'events' WHERE id = $1 AND (delivery IS NULL OR delivery = 'chat')

@@ -18,17 +18,13 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, StoreLimits};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::WasiHttpCtx;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 use wasmtime_wasi_http::p3::bindings::ServicePre;
-use wasmtime_wasi_http::p3::bindings::http::types::ErrorCode;
-use wasmtime_wasi_http::p3::{WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
 use crate::budget::{Budget, Need, Shared, Totals};
-use crate::host::{self, Capabilities, Services, Spin, SpinCtx, SpinView};
-use crate::instance::{Instances, Ticket};
+use crate::host::{self, Capabilities, Services, Spin, SpinView};
+use crate::instance::{Data, Instances, Limits, Ticket};
 use crate::manifest::{Component as ManifestComponent, FileMount, Manifest};
 use crate::outbound::AllowedHosts;
 use crate::routes::Router;
@@ -37,150 +33,6 @@ use crate::variables::AppVariables;
 use wasmtime_wasi_http::handler::{ExpirationError, InstantiationError, ProxyHandler};
 
 pub type Body = UnsyncBoxBody<Bytes, anyhow::Error>;
-
-/// Limits applied to each instance and request.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub memory_bytes: usize,
-    pub max_body_bytes: usize,
-    pub reuse: Reuse,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self { memory_bytes: 256 << 20, max_body_bytes: 4 << 20, reuse: Reuse::default() }
-    }
-}
-
-/// How instances are reused across requests: `spin up`'s flags of the same
-/// names, with Spin 4.1's defaults for `wasi:http@0.3` components (128
-/// requests, 16 at once, 1 s idle). A range draws a value per instance.
-#[derive(Debug, Clone, Copy)]
-pub struct Reuse {
-    pub max_requests: Range<usize>,
-    pub max_concurrent: Range<usize>,
-    pub idle_timeout: Range<Duration>,
-    pub request_timeout: Range<Duration>,
-}
-
-impl Default for Reuse {
-    fn default() -> Self {
-        Self {
-            max_requests: Range::Value(128),
-            max_concurrent: Range::Value(16),
-            idle_timeout: Range::Value(Duration::from_secs(1)),
-            request_timeout: Range::Value(Duration::from_secs(420)),
-        }
-    }
-}
-
-/// A value, or a half-open range to draw one from (Spin's `1..8`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Range<T> {
-    Value(T),
-    Bounds(T, T),
-}
-
-impl<T: rand::distr::uniform::SampleUniform + PartialOrd + Copy> Range<T> {
-    pub fn draw(self) -> T {
-        match self {
-            Range::Value(v) => v,
-            Range::Bounds(a, b) if a < b => rand::random_range(a..b),
-            Range::Bounds(a, _) => a,
-        }
-    }
-}
-
-/// Store data of one instance.
-pub struct Data {
-    pub(crate) table: ResourceTable,
-    pub(crate) wasi: WasiCtx,
-    pub(crate) http: WasiHttpCtx,
-    pub(crate) hooks: OutboundHttp,
-    pub(crate) spin: SpinCtx,
-    pub(crate) limits: StoreLimits,
-    pub(crate) deny_hooks: DenyAllHttp,
-    pub(crate) worker: crate::instance::Worker,
-}
-
-impl Data {
-    pub(crate) fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
-    }
-
-    /// The `wasi:http` view for a dependency denied outbound HTTP.
-    pub(crate) fn denied_http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { hooks: &mut self.deny_hooks, table: &mut self.table, ctx: &mut self.http }
-    }
-}
-
-/// Refuses every outbound request.
-pub(crate) struct DenyAllHttp;
-
-impl WasiHttpHooks for DenyAllHttp {
-    fn send_request(
-        &mut self,
-        _request: http::Request<UnsyncBoxBody<Bytes, ErrorCode>>,
-        _options: Option<wasmtime_wasi_http::p3::RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), ErrorCode>> + Send>,
-    ) -> SendFuture {
-        Box::new(async { Err(ErrorCode::HttpRequestDenied.into()) })
-    }
-}
-
-impl WasiView for Data {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
-
-impl WasiHttpView for Data {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { hooks: &mut self.hooks, table: &mut self.table, ctx: &mut self.http }
-    }
-}
-
-/// `wasi:http` outbound requests, checked against `allowed_outbound_hosts`.
-pub(crate) struct OutboundHttp {
-    pub(crate) caps: Arc<Capabilities>,
-}
-
-type SendFuture = Box<
-    dyn Future<
-            Output = Result<
-                (
-                    http::Response<UnsyncBoxBody<Bytes, ErrorCode>>,
-                    Box<dyn Future<Output = Result<(), ErrorCode>> + Send>,
-                ),
-                wasmtime_wasi::TrappableError<ErrorCode>,
-            >,
-        > + Send,
->;
-
-impl WasiHttpHooks for OutboundHttp {
-    fn send_request(
-        &mut self,
-        request: http::Request<UnsyncBoxBody<Bytes, ErrorCode>>,
-        options: Option<wasmtime_wasi_http::p3::RequestOptions>,
-        fut: Box<dyn Future<Output = Result<(), ErrorCode>> + Send>,
-    ) -> SendFuture {
-        drop(fut);
-        let uri = request.uri();
-        let scheme = uri.scheme_str().unwrap_or("https").to_string();
-        let host = uri.host().unwrap_or_default().to_string();
-        let port = uri.port_u16().or_else(|| crate::outbound::default_port(&scheme)).unwrap_or(0);
-        let allowed = self.caps.allowed_hosts.allows(&scheme, &host, port);
-        let component = self.caps.component.clone();
-        Box::new(async move {
-            if !allowed {
-                crate::outbound::log_denied(&component, &format!("{scheme}://{host}:{port}"));
-                return Err(ErrorCode::HttpRequestDenied.into());
-            }
-            let (res, io) = wasmtime_wasi_http::p3::default_send_request(request, options).await?;
-            Ok((res.map(BodyExt::boxed_unsync), Box::new(io) as Box<dyn Future<Output = _> + Send>))
-        })
-    }
-}
 
 pub struct App {
     pub manifest: Manifest,

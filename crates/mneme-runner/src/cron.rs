@@ -5,7 +5,6 @@
 //! code (a sync cron export that waits on Postgres traps under WASI 0.3).
 //! Entries marked `at_startup` run once, and must succeed, before serving.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
@@ -13,18 +12,7 @@ use bytes::Bytes;
 use chrono::Utc;
 
 use crate::app::App;
-use crate::manifest::CronTrigger;
-
-/// Parses `sec min hour dom month dow [year]`.
-pub fn parse_schedule(expr: &str) -> Result<cron::Schedule> {
-    let fields = expr.split_whitespace().count();
-    if !(6..=7).contains(&fields) {
-        bail!(
-            "cron_expression `{expr}` has {fields} fields; expected `sec min hour day-of-month month day-of-week [year]`"
-        );
-    }
-    cron::Schedule::from_str(expr).map_err(|e| anyhow::anyhow!("cron_expression `{expr}`: {e}"))
-}
+use crate::manifest::{CronTrigger, parse_schedule};
 
 /// Runs one tick of `job`; returns the HTTP status and body.
 pub async fn tick(app: &Arc<App>, job: &CronTrigger) -> Result<(u16, String)> {

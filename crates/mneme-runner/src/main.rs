@@ -98,28 +98,28 @@ struct UpArgs {
     /// is 420 s, above `/chat`'s own 360 s, so a long ACT loop ends its stream
     /// itself (D-F12).
     #[arg(long, default_value = "420s", value_parser = parse_duration_range)]
-    request_timeout: app::Range<Duration>,
+    request_timeout: instance::Range<Duration>,
     /// Most requests one instance serves before it is dropped (Spin's flag
     /// and default; `a..b` draws per instance).
     #[arg(long, default_value = "128", value_parser = parse_usize_range)]
-    max_instance_reuse_count: app::Range<usize>,
+    max_instance_reuse_count: instance::Range<usize>,
     /// Most requests one instance serves at once (Spin's flag and default).
     #[arg(long, default_value = "16", value_parser = parse_usize_range)]
-    max_instance_concurrent_reuse_count: app::Range<usize>,
+    max_instance_concurrent_reuse_count: instance::Range<usize>,
     /// How long an idle instance is kept for reuse (Spin's flag and default).
     #[arg(long, default_value = "1s", value_parser = parse_duration_range)]
-    idle_instance_timeout: app::Range<Duration>,
+    idle_instance_timeout: instance::Range<Duration>,
 }
 
 /// Spin's range syntax: `N` or `A..B`.
-fn parse_range<T>(s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<app::Range<T>, String> {
+fn parse_range<T>(s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<instance::Range<T>, String> {
     match s.split_once("..") {
-        Some((a, b)) => Ok(app::Range::Bounds(one(a)?, one(b)?)),
-        None => Ok(app::Range::Value(one(s)?)),
+        Some((a, b)) => Ok(instance::Range::Bounds(one(a)?, one(b)?)),
+        None => Ok(instance::Range::Value(one(s)?)),
     }
 }
 
-fn parse_usize_range(s: &str) -> Result<app::Range<usize>, String> {
+fn parse_usize_range(s: &str) -> Result<instance::Range<usize>, String> {
     parse_range(s, |v| v.parse::<usize>().map_err(|e| format!("expected integer or range; got {s:?}; {e}")))
 }
 
@@ -144,7 +144,7 @@ fn parse_duration(v: &str) -> Result<Duration, String> {
     num.parse::<u64>().map(unit).map_err(|_| bad())
 }
 
-fn parse_duration_range(s: &str) -> Result<app::Range<Duration>, String> {
+fn parse_duration_range(s: &str) -> Result<instance::Range<Duration>, String> {
     parse_range(s, parse_duration)
 }
 
@@ -172,10 +172,10 @@ fn main() -> Result<()> {
 
 async fn up(args: UpArgs) -> Result<()> {
     let started = std::time::Instant::now();
-    let limits = app::Limits {
+    let limits = instance::Limits {
         memory_bytes: args.max_memory_mb << 20,
         max_body_bytes: args.max_body_bytes,
-        reuse: app::Reuse {
+        reuse: instance::Reuse {
             max_requests: args.max_instance_reuse_count,
             max_concurrent: args.max_instance_concurrent_reuse_count,
             idle_timeout: args.idle_instance_timeout,

@@ -8,9 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
+
+use crate::routes::HttpTrigger;
 
 #[derive(Debug, Deserialize)]
 pub struct RawManifest {
@@ -118,13 +121,6 @@ pub struct Component {
     pub source: PathBuf,
     pub def: ComponentDef,
     pub dependencies: Vec<Dependency>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpTrigger {
-    pub route: String,
-    pub private: bool,
-    pub component: String,
 }
 
 /// A scheduled job: `component` is the HTTP component that serves `path`.
@@ -308,8 +304,7 @@ pub fn parse(text: &str, dir: &Path) -> Result<Manifest> {
                 c.component
             );
         }
-        crate::cron::parse_schedule(&c.cron_expression)
-            .with_context(|| format!("cron trigger for `{}`", c.component))?;
+        parse_schedule(&c.cron_expression).with_context(|| format!("cron trigger for `{}`", c.component))?;
     }
     crate::routes::Router::new(&http_base, &http)?;
 
@@ -405,6 +400,17 @@ fn parse_cron(t: &toml::Table) -> Result<CronTrigger> {
     }
     let at_startup = t.get("at_startup").and_then(|v| v.as_bool()).unwrap_or(false);
     Ok(CronTrigger { component, cron_expression, path, at_startup })
+}
+
+/// Parses `sec min hour dom month dow [year]`.
+pub fn parse_schedule(expr: &str) -> Result<cron::Schedule> {
+    let fields = expr.split_whitespace().count();
+    if !(6..=7).contains(&fields) {
+        bail!(
+            "cron_expression `{expr}` has {fields} fields; expected `sec min hour day-of-month month day-of-week [year]`"
+        );
+    }
+    cron::Schedule::from_str(expr).map_err(|e| anyhow::anyhow!("cron_expression `{expr}`: {e}"))
 }
 
 #[cfg(test)]

@@ -5,7 +5,13 @@
 
 use anyhow::{Result, bail};
 
-use crate::manifest::HttpTrigger;
+/// An `[[trigger.http]]` entry: a route (or `private`) served by a component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpTrigger {
+    pub route: String,
+    pub private: bool,
+    pub component: String,
+}
 
 #[derive(Debug, Clone)]
 struct Route {

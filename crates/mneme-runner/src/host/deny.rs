@@ -16,8 +16,8 @@ use super::fermyon::spin::llm;
 use super::spin::{
     key_value::key_value as kv, postgres::postgres as pg, redis::redis, sqlite::sqlite, variables::variables,
 };
-use crate::app::Data;
 use crate::compose::denied_interface;
+use crate::instance::Data;
 
 /// Marker for the refusing implementations.
 pub struct Denied;

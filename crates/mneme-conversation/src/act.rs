@@ -64,6 +64,25 @@ pub fn base_cost(kind: &str) -> f64 {
     }
 }
 
+/// An action result's confidence, by the dispatcher's heuristic: none for a
+/// failure; 0.92 for `memorize` and `introspect`; for `recall` and
+/// `associate` by how much they found (over 100 characters 0.75, over 20
+/// 0.60, else 0.40); 0.50 for any other action or tool.
+pub fn result_confidence(kind: &str, status: &str, result: &str) -> f64 {
+    if status != "success" {
+        return 0.0;
+    }
+    match kind {
+        "memorize" | "introspect" => 0.92,
+        "recall" | "associate" => match result.chars().count() {
+            n if n > 100 => 0.75,
+            n if n > 20 => 0.60,
+            _ => 0.40,
+        },
+        _ => 0.50,
+    }
+}
+
 /// Maps the aliases models use to the innate action names.
 pub fn canonical(kind: &str) -> String {
     let k = kind.trim().to_ascii_lowercase();
@@ -285,6 +304,25 @@ mod tests {
         let p = rule_plan("remember that my favourite tea is oolong", &[], 0, 0);
         assert_eq!(p[1].params["facts"][0]["key"], "favourite tea");
         assert!(rule_plan("anything", &[], 1, 0).is_empty());
+    }
+
+    #[test]
+    fn result_confidence_by_kind_status_and_length() {
+        let long = "x".repeat(101);
+        let cases: &[(&str, &str, &str, f64)] = &[
+            ("recall", "error", "anything", 0.0),
+            ("memorize", "success", "", 0.92),
+            ("introspect", "success", "", 0.92),
+            ("recall", "success", &long, 0.75),
+            ("associate", "success", &"x".repeat(100), 0.60),
+            ("recall", "success", &"x".repeat(21), 0.60),
+            ("recall", "success", &"x".repeat(20), 0.40),
+            ("schedule", "success", "scheduled", 0.50),
+            ("trains", "success", "the 9:12 is on time", 0.50),
+        ];
+        for (kind, status, result, want) in cases {
+            assert_eq!(result_confidence(kind, status, result), *want, "{kind} {status} {}", result.len());
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use mneme_conversation::act::Action;
+use mneme_conversation::act::{self, Action};
 use mneme_conversation::context::{Focus, FocusSource};
 use mneme_conversation::generate::ActResult;
 use mneme_store::{Sql, Stores, Value};
@@ -37,7 +37,7 @@ pub async fn dispatch(req: DispatchRequest) -> Result<Vec<ActResult>> {
             Either::Left((Err(e), _)) => ("error", format!("{}: {}", e.code, e.message)),
             Either::Right(_) => ("timeout", format!("no result within {} ms", req.per_action_timeout_ms)),
         };
-        let confidence = confidence(&a.kind, status, &result);
+        let confidence = act::result_confidence(&a.kind, status, &result);
         out.push(ActResult {
             action_type: a.kind.clone(),
             status: status.into(),
@@ -47,22 +47,6 @@ pub async fn dispatch(req: DispatchRequest) -> Result<Vec<ActResult>> {
         });
     }
     Ok(out)
-}
-
-/// The dispatcher's confidence heuristic.
-pub fn confidence(kind: &str, status: &str, result: &str) -> f64 {
-    if status != "success" {
-        return 0.0;
-    }
-    match kind {
-        "memorize" | "introspect" => 0.92,
-        "recall" | "associate" => match result.chars().count() {
-            n if n > 100 => 0.75,
-            n if n > 20 => 0.60,
-            _ => 0.40,
-        },
-        _ => 0.50,
-    }
 }
 
 fn s<'a>(p: &'a Map<String, J>, k: &str) -> Option<&'a str> {

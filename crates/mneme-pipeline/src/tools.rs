@@ -463,7 +463,7 @@ pub async fn call_named(r: CallRequest) -> Result<J> {
     Ok(json!({
         "action_type": tool.name,
         "status": status,
-        "confidence": crate::act::confidence(&tool.name, status, &result),
+        "confidence": mneme_conversation::act::result_confidence(&tool.name, status, &result),
         "result": result,
         "execution_time_ms": mneme_time::clock::system_ms().saturating_sub(started),
         "consequential": tool.consequential,

@@ -140,13 +140,5 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
         }
         let _ = tx.send(sse::event("done", &json!({"reconnect": true}).to_string())).await;
     });
-    reply(
-        spin_sdk::http::Response::builder()
-            .status(200)
-            .header("content-type", "text/event-stream")
-            .header("cache-control", "no-cache")
-            .header("x-accel-buffering", "no")
-            .body(body)
-            .expect("static parts"),
-    )
+    reply(crate::event_stream().body(body).expect("static parts"))
 }

@@ -57,6 +57,16 @@ pub fn reply(r: impl IntoResponse) -> Reply {
     r.into_response()
 }
 
+/// The head of a `text/event-stream` answer (`/chat`, `/events`): no
+/// caching, and no buffering by a proxy in front.
+pub fn event_stream() -> http::response::Builder {
+    spin_sdk::http::Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .header("x-accel-buffering", "no")
+}
+
 pub fn err(e: ApiError) -> Reply {
     reply(e.into_response())
 }

@@ -59,14 +59,5 @@ pub async fn handle(req: Request) -> Reply {
         }
         out.close();
     });
-    reply(
-        spin_sdk::http::Response::builder()
-            .status(200)
-            .header("content-type", "text/event-stream")
-            .header("cache-control", "no-cache")
-            .header("x-accel-buffering", "no")
-            .header("x-request-id", request_id)
-            .body(body)
-            .expect("static parts"),
-    )
+    reply(crate::event_stream().header("x-request-id", request_id).body(body).expect("static parts"))
 }

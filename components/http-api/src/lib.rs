@@ -15,6 +15,7 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/conversation@0.1.0": mneme_types::conversation,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
         "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
         "mneme:context/context@0.1.0": mneme_entry::mneme::context::context,

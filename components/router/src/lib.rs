@@ -7,13 +7,16 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/conversation@0.1.0": mneme_types::conversation,
     },
     generate_all,
 });
 
 use exports::mneme::router::router::Guest;
+use mneme_pipeline::router::{RecordRequest, RouteRequest};
 use mneme_pipeline::{Fail, run};
 use mneme_types::StageError;
+use mneme_types::conversation::{Assembled, Intent, Mode, Recorded, Routed};
 
 struct Stage;
 
@@ -22,12 +25,34 @@ fn err(f: Fail) -> StageError {
 }
 
 impl Guest for Stage {
-    async fn route(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::router::route).await.map_err(err)
+    async fn route(
+        text: String,
+        context: Assembled,
+        intent: Intent,
+        previous_mode: Option<Mode>,
+        skip_tiebreaker: bool,
+    ) -> Result<Routed, StageError> {
+        let req = RouteRequest {
+            text,
+            context: context.into(),
+            intent: intent.into(),
+            previous_mode: previous_mode.map(Into::into),
+            skip_tiebreaker,
+        };
+        Ok(mneme_pipeline::router::route(req).await?)
     }
 
-    async fn record_decision(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::router::record).await.map_err(err)
+    async fn record_decision(
+        routed: Routed,
+        tiebreak_answer: Option<String>,
+        exchange_id: String,
+        thread_id: String,
+        topic: String,
+        routing_time_ms: u64,
+        now_ms: u64,
+    ) -> Result<Recorded, StageError> {
+        let req = RecordRequest { routed, tiebreak_answer, exchange_id, thread_id, topic, routing_time_ms, now_ms };
+        Ok(mneme_pipeline::router::record(req).await?)
     }
 
     async fn regulate(request: String) -> Result<String, StageError> {

@@ -7,27 +7,24 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/conversation@0.1.0": mneme_types::conversation,
     },
     generate_all,
 });
 
 use exports::mneme::triage::triage::Guest;
-use mneme_pipeline::{Fail, run};
 use mneme_types::StageError;
+use mneme_types::conversation::{Screening, Triage, TriageCall};
 
 struct Stage;
 
-fn err(f: Fail) -> StageError {
-    f.into()
-}
-
 impl Guest for Stage {
-    async fn screen(request: String) -> Result<String, StageError> {
-        run(&request, async |r| Ok(mneme_pipeline::triage::screen(r))).await.map_err(err)
+    async fn screen(text: String, warmth: f64) -> Screening {
+        mneme_pipeline::triage::screen(&text, warmth)
     }
 
-    async fn decide(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::triage::decide).await.map_err(err)
+    async fn decide(call: TriageCall) -> Result<Triage, StageError> {
+        Ok(mneme_pipeline::triage::decide(call).await?.into())
     }
 }
 

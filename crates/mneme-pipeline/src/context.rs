@@ -1,19 +1,17 @@
 //! Phase A: context assembly (design 002 §2).
 
+use crate::{Fail, Result, records, wm};
 use mneme_conversation::context::{self, Assembled, FocusSource, STREAK_TTL_MS};
 use mneme_conversation::{Mode, identity, topic};
 use mneme_store::{Sql, Stores, Value};
-use serde::Deserialize;
 
-use crate::{Fail, Result, records, wm};
-
-#[derive(Debug, Deserialize)]
+/// One message to assemble context for.
+#[derive(Debug)]
 pub struct Request {
     pub thread_id: String,
     pub text: String,
     pub now_ms: u64,
     /// A social exit: skip the embedding and topic classification.
-    #[serde(default)]
     pub light: bool,
 }
 

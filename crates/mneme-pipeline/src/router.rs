@@ -5,32 +5,19 @@ use mneme_conversation::context::Assembled;
 use mneme_conversation::intent::Intent;
 use mneme_conversation::router::{self, ContextView, Decision, Signals, Weights};
 use mneme_store::Value;
-use serde::{Deserialize, Serialize};
+use mneme_types::conversation::{Recorded, Routed};
 
 use crate::{Result, json_text};
 
-#[derive(Debug, Deserialize)]
+/// One message to route.
+#[derive(Debug)]
 pub struct RouteRequest {
     pub text: String,
     pub context: Assembled,
     pub intent: Intent,
     /// Overrides the thread's previous mode (the post-ACT re-route passes ACT).
     pub previous_mode: Option<Mode>,
-    #[serde(default)]
     pub skip_tiebreaker: bool,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Routed {
-    pub decision: Decision,
-    pub signals: Signals,
-    pub previous_mode: Option<Mode>,
-    /// The tie-breaker's user message, when one is needed.
-    pub tiebreak_message: Option<String>,
-    /// The weights it routed with (the regulator's, over the defaults), for
-    /// the decision's log.
-    #[serde(default)]
-    pub weights: Weights,
 }
 
 pub async fn route(req: RouteRequest) -> Result<Routed> {
@@ -54,10 +41,17 @@ pub async fn route(req: RouteRequest) -> Result<Routed> {
     let weights = crate::regulator::weights(&sql).await?;
     let decision = router::route(&signals, &weights, previous_mode, &c.recent_router_confidences, req.skip_tiebreaker);
     let tiebreak_message = decision.tiebreak.map(|(a, b)| router::tiebreak_message(&req.text, a, b, &signals));
-    Ok(Routed { decision, signals, previous_mode, tiebreak_message, weights })
+    Ok(Routed {
+        decision: decision.into(),
+        signals: signals.into(),
+        previous_mode: previous_mode.map(Into::into),
+        tiebreak_message,
+        weights: weights.into(),
+    })
 }
 
-#[derive(Debug, Deserialize)]
+/// A routed message, with the tie-breaker's answer, to settle and log.
+#[derive(Debug)]
 pub struct RecordRequest {
     pub routed: Routed,
     /// The tie-breaker model's raw answer, if it was asked and answered.
@@ -69,17 +63,13 @@ pub struct RecordRequest {
     pub now_ms: u64,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Recorded {
-    pub mode: Mode,
-    pub router_confidence: f64,
-    pub tiebreaker_used: bool,
-}
-
 /// Settles the mode (the tie-breaker's pick, else the higher score) and
 /// writes the routing_decisions row.
 pub async fn record(req: RecordRequest) -> Result<Recorded> {
-    let d = &req.routed.decision;
+    // Logged in the pure types' JSON, which reflection and the regulator read.
+    let d: Decision = req.routed.decision.into();
+    let (signals, weights): (Signals, Weights) = (req.routed.signals.into(), req.routed.weights.into());
+    let previous_mode: Option<Mode> = req.routed.previous_mode.map(Into::into);
     let picked = match (d.tiebreak, req.tiebreak_answer.as_deref().and_then(router::parse_tiebreak)) {
         (Some((a, _)), Some(true)) => Some(a),
         (Some((_, b)), Some(false)) => Some(b),
@@ -99,19 +89,19 @@ pub async fn record(req: RecordRequest) -> Result<Recorded> {
                 req.thread_id.as_str().into(),
                 req.topic.as_str().into(),
                 mode.as_str().into(),
-                req.routed.previous_mode.map(|m| m.as_str()).into(),
+                previous_mode.map(|m| m.as_str()).into(),
                 router_confidence.into(),
                 json_text(&d.scores).into(),
                 Value::Int(tiebreaker_used as i64),
                 d.tiebreak.map(|(a, b)| json_text(&[a, b])).into(),
                 d.margin.into(),
                 d.effective_margin.into(),
-                json_text(&req.routed.signals).into(),
-                json_text(&req.routed.weights).into(),
+                json_text(&signals).into(),
+                json_text(&weights).into(),
                 Value::Int(req.routing_time_ms as i64),
                 Value::Int(req.now_ms as i64),
             ],
         )
         .await?;
-    Ok(Recorded { mode, router_confidence, tiebreaker_used })
+    Ok(Recorded { mode: mode.into(), router_confidence, tiebreaker_used })
 }

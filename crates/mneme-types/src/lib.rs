@@ -6,6 +6,9 @@
 //! kebab-case name WIT gives it, which is also the `error.code` a client
 //! reads. [`ErrorCode::name`] and [`ErrorCode::from_name`] convert, and
 //! `Display` writes the name.
+//!
+//! [`conversation`] holds the message flow's seam values and their
+//! conversions to the pure types of `mneme-conversation`.
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types"],
@@ -14,6 +17,8 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     generate_all,
 });
+
+pub mod conversation;
 
 pub use mneme::types::types::{ErrorCode, StageError};
 

@@ -15,7 +15,6 @@ use mneme_conversation::{Mode, router as rt};
 use mneme_entry::act::{ActLoop, Origin};
 use mneme_entry::decode;
 use mneme_http::new_id;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::path_b::{configured_tools, path_b, relevant_tools};
@@ -28,6 +27,7 @@ use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::router::router;
 use crate::mneme::triage::triage;
 use mneme_types::StageError;
+use mneme_types::conversation::TriageCall;
 
 /// Budget of one ACT planning call and of generation's first token.
 const PLAN_TIMEOUT_MS: u32 = 10_000;
@@ -41,12 +41,6 @@ struct Outcome<'a> {
     tools: &'a [String],
     generation_ms: Option<u64>,
     fast_path: bool,
-}
-
-#[derive(Deserialize)]
-struct Screen {
-    intent: Intent,
-    social: Option<SocialMode>,
 }
 
 /// Milliseconds per pipeline step, reported in the `done` event.
@@ -83,21 +77,17 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
 
     // Phase B, layer 1 and step 2a, first: a social exit skips the embedding.
     // Intent is classified here once; Phase A's warmth adjusts it after.
-    let screen: Screen = decode(&triage::screen(json!({"text": msg.text}).to_string()).await?)?;
+    let screen = triage::screen(msg.text.clone(), 0.0).await;
+    let (intent, social): (Intent, Option<SocialMode>) = (screen.intent.into(), screen.social.map(Into::into));
     steps.mark("screen");
-    let ctx: Assembled = decode(
-        &context::assemble(
-            json!({"thread_id": msg.thread_id, "text": msg.text, "now_ms": now, "light": screen.social.is_some()})
-                .to_string(),
-        )
-        .await?,
-    )?;
+    let ctx: Assembled =
+        context::assemble(msg.thread_id.clone(), msg.text.clone(), now, social.is_some()).await?.into();
 
     steps.mark("context");
-    if let Some(social) = screen.social {
+    if let Some(social) = social {
         // Path A: the social exit, no model call at all.
         let (mode, text) = social_reply(social, &msg.text, &ctx);
-        let confidence = screen.intent.confidence;
+        let confidence = intent.confidence;
         let outcome = Outcome {
             mode,
             text: &text,
@@ -116,7 +106,7 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
     // Model time counts the embedding model as well as the language model.
     model_us += ctx.embed_us;
     out.event("status", json!({"stage": "thinking"}));
-    let intent: Intent = screen.intent.clone().with_warmth(ctx.warmth);
+    let intent = intent.with_warmth(ctx.warmth);
 
     // Step 2b: the triage model, 500 ms, then the heuristic.
     let input = tri::Input {
@@ -155,14 +145,18 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
         Ok(c) => (Some(c.text), None),
         Err(e) => (None, Some(e.code.name())),
     };
-    let triaged: Triage = decode(
-        &triage::decide(
-            json!({"input": input, "answer": ans, "error": error, "took_ms": took, "exchange_id": exchange_id,
-                    "thread_id": msg.thread_id, "topic": ctx.topic, "now_ms": now})
-            .to_string(),
-        )
-        .await?,
-    )?;
+    let triaged: Triage = triage::decide(TriageCall {
+        input: input.clone().into(),
+        answer: ans,
+        error: error.map(Into::into),
+        took_ms: took,
+        exchange_id: exchange_id.clone(),
+        thread_id: msg.thread_id.clone(),
+        topic: ctx.topic.clone(),
+        now_ms: now,
+    })
+    .await?
+    .into();
 
     steps.mark("triage");
     // Path B: triage chose to act with tools (named, or relevant to the
@@ -277,16 +271,18 @@ async fn route(
 ) -> Result<(Mode, f64, u64), StageError> {
     let (msg, now, exchange_id) = (ex.msg, ex.now, &ex.id);
     let t0 = clock::system_ms();
-    let routed: Value = decode(
-        &router::route(json!({"text": msg.text, "context": ctx, "intent": intent, "previous_mode": previous, "skip_tiebreaker": skip_tiebreaker})
-                .to_string(),
-        )
-        .await?,
-    )?;
+    let routed = router::route(
+        msg.text.clone(),
+        ctx.clone().into(),
+        intent.clone().into(),
+        previous.map(Into::into),
+        skip_tiebreaker,
+    )
+    .await?;
     let mut model_us = 0;
     let mut answer = None;
-    if let Some(m) = routed["tiebreak_message"].as_str() {
-        let messages = mneme_entry::model::system_user(rt::TIEBREAKER_PROMPT, m.to_string());
+    if let Some(m) = &routed.tiebreak_message {
+        let messages = mneme_entry::model::system_user(rt::TIEBREAKER_PROMPT, m.clone());
         let call = Instant::now();
         let asked = llm::complete(CompletionRequest {
             tier: Tier::Light,
@@ -301,17 +297,17 @@ async fn route(
         answer = asked.ok().map(|c| c.text);
     }
     let routing_ms = clock::system_ms().saturating_sub(t0).saturating_sub(model_us / 1000);
-    let recorded: Value = decode(
-        &router::record_decision(
-            json!({"routed": routed, "tiebreak_answer": answer, "exchange_id": exchange_id, "thread_id": msg.thread_id,
-                    "topic": ctx.topic, "routing_time_ms": routing_ms, "now_ms": now})
-            .to_string(),
-        )
-        .await?,
-    )?;
-    let mode = serde_json::from_value::<Mode>(recorded["mode"].clone())
-        .map_err(|e| StageError::internal(format!("router answer: {e}")))?;
-    Ok((mode, recorded["router_confidence"].as_f64().unwrap_or(0.0), model_us))
+    let recorded = router::record_decision(
+        routed,
+        answer,
+        exchange_id.clone(),
+        msg.thread_id.clone(),
+        ctx.topic.clone(),
+        routing_ms,
+        now,
+    )
+    .await?;
+    Ok((recorded.mode.into(), recorded.router_confidence, model_us))
 }
 
 /// The ACT loop: plan (model, or rules without one), then one iteration of

@@ -7,23 +7,20 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/conversation@0.1.0": mneme_types::conversation,
     },
     generate_all,
 });
 
 use exports::mneme::commit::commit::Guest;
-use mneme_pipeline::{Fail, run};
 use mneme_types::StageError;
+use mneme_types::conversation::{Committed, FinishedExchange};
 
 struct Stage;
 
-fn err(f: Fail) -> StageError {
-    f.into()
-}
-
 impl Guest for Stage {
-    async fn commit(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::commit::commit).await.map_err(err)
+    async fn commit(exchange: FinishedExchange) -> Result<Committed, StageError> {
+        Ok(mneme_pipeline::commit::commit(exchange).await?)
     }
 }
 

@@ -17,7 +17,9 @@ use mneme_conversation::context::Assembled;
 use mneme_conversation::generate::{self, ActResult, ReplySource};
 use mneme_conversation::tools::{self as rules, CriticStep};
 use mneme_entry::act::{ActLoop, Origin};
+use mneme_entry::tool_job::ToolJob;
 use mneme_types::StageError;
+use mneme_types::conversation::{FinishedExchange, JobClaim};
 use serde_json::{Value, json};
 
 /// A claimed job is another tick's to take over after this long: above
@@ -63,22 +65,21 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
 
 /// One job, start to finish.
 async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) -> Result<Value, StageError> {
-    let p = &job["payload"];
-    let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
-    let (text, topic) = (s("text"), s("topic"));
-    let ctx: Assembled = serde_json::from_value(p["context"].clone()).unwrap_or_default();
-    let names: Vec<String> = p["tools"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect())
-        .unwrap_or_default();
+    let p: ToolJob =
+        serde_json::from_value(job["payload"].clone()).map_err(|e| internal(format!("the tool job's payload: {e}")))?;
+    let claim = JobClaim {
+        id: job["id"].as_i64().ok_or_else(|| internal("the tool job has no id".into()))?,
+        claim: job["claim"].as_str().unwrap_or_default().to_string(),
+    };
+    let (text, topic, ctx, names) = (&p.text, &p.topic, &p.context, &p.tools);
     let began = clock();
     let (mut results, mut critic_fatigue, mut escalation) = (Vec::<ActResult>::new(), 0.0, None);
-    for name in &names {
+    for name in names {
         let (mut retries, mut correction) = (0, None::<String>);
         loop {
             let r = parse(
                 &act::call_tool(
-                    json!({"name": name, "text": text, "topic": topic, "intent": p["intent"], "correction": correction})
+                    json!({"name": name, "text": text, "topic": topic, "intent": p.intent, "correction": correction})
                         .to_string(),
                 )
                 .await?,
@@ -86,7 +87,7 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
             let consequential = r["consequential"].as_bool().unwrap_or(true);
             let result: ActResult = serde_json::from_value(r).map_err(|e| internal(format!("a tool result: {e}")))?;
             let step =
-                if model.configured { critic(name, &text, &result, consequential, retries).await? } else { None };
+                if model.configured { critic(name, text, &result, consequential, retries).await? } else { None };
             results.push(result);
             match step {
                 None | Some((CriticStep::Keep, _)) => break,
@@ -118,12 +119,12 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
     // rules, plus the critic's.
     let actions: Vec<Action> = names.iter().map(|n| Action { kind: n.clone(), params: Default::default() }).collect();
     let origin = Origin {
-        loop_id: s("cycle_id"),
-        exchange_id: s("exchange_id"),
-        thread_id: s("thread_id"),
+        loop_id: p.cycle_id.clone(),
+        exchange_id: p.exchange_id.clone(),
+        thread_id: p.thread_id.clone(),
         topic: topic.clone(),
         mode: if model.configured { "ACT (Path B)" } else { "ACT (Path B, no critic: no model)" }.into(),
-        now_ms: p["now_ms"].as_u64().unwrap_or_default(),
+        now_ms: p.now_ms,
     };
     ActLoop::new(origin, Limits::default()).record(&actions, &results, took, critic_fatigue).await?;
     // The reply: the escalation as asked, or a RESPOND over the results.
@@ -131,30 +132,38 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
     let (mode, reply, source) = match escalation {
         Some(question) => (Mode::Clarify, question, "critic-escalation"),
         None => {
-            let (t, src) = reply_text(&ctx, &text, &results).await;
+            let (t, src) = reply_text(ctx, text, &results).await;
             (Mode::Respond, t, if src == ReplySource::Model { "model" } else { "rule-based" })
         }
     };
     let rule_based = if source == "rule-based" { ReplySource::RuleBased } else { ReplySource::Model };
     let confidence = generate::confidence(ctx.memory_confidence, 1.0, rule_based);
-    let committed = parse(
-        &commit::commit(
-            json!({"exchange_id": p["exchange_id"], "request_id": p["request_id"], "thread_id": p["thread_id"],
-                   "source": p["source"], "text": text, "reply": reply, "mode": mode, "confidence": confidence,
-                   "reply_source": source, "topic": topic, "previous_topic": ctx.previous_topic, "tools": names,
-                   "now_ms": p["now_ms"], "duration_ms": clock().saturating_sub(began),
-                   "generation_ms": clock().saturating_sub(gen_started), "fast_path": false,
-                   "job": {"id": job["id"], "claim": job["claim"]}})
-            .to_string(),
-        )
-        .await?,
-    );
+    let committed = commit::commit(FinishedExchange {
+        exchange_id: p.exchange_id.clone(),
+        request_id: p.request_id.clone(),
+        thread_id: p.thread_id.clone(),
+        source: p.source.clone(),
+        text: text.clone(),
+        reply: reply.clone(),
+        mode: mode.into(),
+        confidence,
+        reply_source: source.into(),
+        topic: topic.clone(),
+        previous_topic: ctx.previous_topic.clone(),
+        tools: names.clone(),
+        now_ms: p.now_ms,
+        duration_ms: clock().saturating_sub(began),
+        generation_ms: Some(clock().saturating_sub(gen_started)),
+        fast_path: false,
+        job: Some(claim.clone()),
+    })
+    .await?;
     let result = json!({"text": reply, "topic": topic, "mode": mode, "confidence": confidence,
-                        "exchange_id": committed["exchange_id"].as_str().or(p["exchange_id"].as_str()),
-                        "thread_id": p["thread_id"], "source": source, "tools": results});
+                        "exchange_id": committed.exchange_id, "thread_id": p.thread_id, "source": source,
+                        "tools": results});
     let finished = parse(
         &act::finish_tool_work(
-            json!({"job_id": job["id"], "claim": job["claim"], "result": result, "now_ms": clock()}).to_string(),
+            json!({"job_id": claim.id, "claim": claim.claim, "result": result, "now_ms": clock()}).to_string(),
         )
         .await?,
     );

@@ -31,6 +31,7 @@ pub mod act;
 pub mod clock;
 pub mod model;
 pub mod tasks;
+pub mod tool_job;
 
 pub use mneme_types::{ErrorCode, StageError};
 

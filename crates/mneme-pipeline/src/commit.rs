@@ -3,10 +3,9 @@
 //! interaction_log rows, the thread's state, onboarding (spark_state) and the
 //! encode event's jobs on the durable queue.
 
-use mneme_conversation::Mode;
 use mneme_conversation::context::Turn;
 use mneme_store::{Piece, Sql, Value};
-use serde::{Deserialize, Serialize};
+use mneme_types::conversation::{Committed, FinishedExchange};
 use serde_json::json;
 
 use crate::{Fail, Result, json_text, wm};
@@ -19,46 +18,7 @@ pub const EPISODE_TOPIC_EXCHANGES: i64 = 3;
 /// …or after this much inactivity (ms) with exchanges pending.
 pub const EPISODE_INACTIVITY_MS: u64 = 600_000;
 
-#[derive(Debug, Deserialize)]
-pub struct Request {
-    pub exchange_id: String,
-    pub request_id: String,
-    pub thread_id: String,
-    pub source: String,
-    pub text: String,
-    pub reply: String,
-    pub mode: Mode,
-    pub confidence: f64,
-    /// `model`, `rule-based` or `social`.
-    pub reply_source: String,
-    pub topic: String,
-    /// The topic of the thread's previous exchange, to notice a switch.
-    pub previous_topic: Option<String>,
-    pub tools: Vec<String>,
-    pub now_ms: u64,
-    pub duration_ms: u64,
-    pub generation_ms: Option<u64>,
-    /// A social exit: no encode event (nothing to consolidate).
-    pub fast_path: bool,
-    /// Path B's worker commits under its claim on the tool job: a job
-    /// deleted or taken over meanwhile commits nothing.
-    #[serde(default)]
-    pub job: Option<JobClaim>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct JobClaim {
-    pub id: i64,
-    pub claim: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Committed {
-    pub exchange_id: String,
-    pub jobs: Vec<String>,
-}
-
-pub async fn commit(req: Request) -> Result<Committed> {
+pub async fn commit(req: FinishedExchange) -> Result<Committed> {
     let sql = mneme_store::open_sql().await?;
     let written = sql
         .transaction(async |sql: &Sql| {
@@ -81,7 +41,7 @@ pub async fn commit(req: Request) -> Result<Committed> {
 /// The exchange was committed before; this transaction rolls back.
 const ALREADY_COMMITTED: &str = "already-committed";
 
-async fn commit_in(sql: &Sql, r: &Request) -> Result<Vec<String>> {
+async fn commit_in(sql: &Sql, r: &FinishedExchange) -> Result<Vec<String>> {
     let now = Value::Int(r.now_ms as i64);
     let (mut held, mut fresh, mut prior) = (true, 0, None);
     let user_payload = json!({"text": r.text, "source": r.source}).to_string();

@@ -110,6 +110,13 @@ use pure::triage::{
 use std::collections::BTreeMap;
 
 pair!(enum Mode, PureMode { Respond, Clarify, Act, Acknowledge, Ignore, Cancel });
+impl Mode {
+    /// The mode's name (`RESPOND`, `ACT`…), as rows and events store it.
+    pub fn as_str(self) -> &'static str {
+        PureMode::from(self).as_str()
+    }
+}
+
 pair!(enum IntentType, PureIntentType { Empty, Greeting, Feedback, Command, Question, Continuation, Statement });
 pair!(enum Complexity, PureComplexity { Simple, Moderate, Complex });
 pair!(enum Register, PureRegister { Casual, Formal, Neutral });

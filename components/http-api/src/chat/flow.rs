@@ -13,7 +13,6 @@ use mneme_conversation::social::SocialMode;
 use mneme_conversation::triage::{self as tri, Triage};
 use mneme_conversation::{Mode, router as rt};
 use mneme_entry::act::{ActLoop, Origin};
-use mneme_entry::decode;
 use mneme_http::new_id;
 use serde_json::{Value, json};
 
@@ -27,7 +26,7 @@ use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::router::router;
 use crate::mneme::triage::triage;
 use mneme_types::StageError;
-use mneme_types::conversation::TriageCall;
+use mneme_types::conversation::{FinishedExchange, TriageCall};
 
 /// Budget of one ACT planning call and of generation's first token.
 const PLAN_TIMEOUT_MS: u32 = 10_000;
@@ -422,16 +421,25 @@ async fn generate(
 /// Phase D: the exchange committed; its id as commit kept it.
 async fn commit_exchange(ex: &Exchange<'_>, ctx: &Assembled, o: Outcome<'_>) -> Result<String, StageError> {
     let msg = ex.msg;
-    let r: Value = decode(
-        &commit::commit(
-            json!({"exchange_id": ex.id, "request_id": ex.request_id, "thread_id": msg.thread_id, "source": msg.source,
-                   "text": msg.text, "reply": o.text, "mode": o.mode, "confidence": o.confidence,
-                   "reply_source": o.source, "topic": ctx.topic, "previous_topic": ctx.previous_topic, "tools": o.tools,
-                   "now_ms": ex.now, "duration_ms": clock::system_ms().saturating_sub(ex.started),
-                   "generation_ms": o.generation_ms, "fast_path": o.fast_path})
-            .to_string(),
-        )
-        .await?,
-    )?;
-    Ok(r["exchange_id"].as_str().unwrap_or(&ex.id).to_string())
+    let committed = commit::commit(FinishedExchange {
+        exchange_id: ex.id.clone(),
+        request_id: ex.request_id.to_string(),
+        thread_id: msg.thread_id.clone(),
+        source: msg.source.clone(),
+        text: msg.text.clone(),
+        reply: o.text.to_string(),
+        mode: o.mode.into(),
+        confidence: o.confidence,
+        reply_source: o.source.to_string(),
+        topic: ctx.topic.clone(),
+        previous_topic: ctx.previous_topic.clone(),
+        tools: o.tools.to_vec(),
+        now_ms: ex.now,
+        duration_ms: clock::system_ms().saturating_sub(ex.started),
+        generation_ms: o.generation_ms,
+        fast_path: o.fast_path,
+        job: None,
+    })
+    .await?;
+    Ok(committed.exchange_id)
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use mneme_conversation::context::Assembled;
 use mneme_conversation::intent::Intent;
 use mneme_entry::decode;
+use mneme_entry::tool_job::{ContextSnapshot, ToolJob};
 use mneme_http::{new_id, sse};
 use serde_json::{Value, json};
 
@@ -76,12 +77,24 @@ pub async fn path_b(
         .to_string(),
     )
     .await?;
-    let payload = json!({
-        "cycle_id": cycle_id, "request_id": request_id, "exchange_id": exchange_id, "thread_id": msg.thread_id,
-        "source": msg.source, "text": msg.text, "topic": ctx.topic, "intent": intent, "tools": tools,
-        "context_snapshot": {"warmth": ctx.warmth, "tool_hints": tools, "exchange_id": exchange_id},
-        "context": ctx, "now_ms": now,
-    });
+    let payload = ToolJob {
+        cycle_id,
+        request_id: request_id.to_string(),
+        exchange_id: exchange_id.to_string(),
+        thread_id: msg.thread_id.clone(),
+        source: msg.source.clone(),
+        text: msg.text.clone(),
+        topic: ctx.topic.clone(),
+        intent: intent.clone(),
+        tools: tools.to_vec(),
+        context_snapshot: ContextSnapshot {
+            warmth: ctx.warmth,
+            tool_hints: tools.to_vec(),
+            exchange_id: exchange_id.to_string(),
+        },
+        context: ctx.clone(),
+        now_ms: now,
+    };
     let (started, wait) = (clock::system_ms(), tool_wait_ms().await);
     let queued: Value = decode(
         &act_stage::enqueue_tool_work(

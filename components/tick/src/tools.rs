@@ -86,8 +86,7 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
             );
             let consequential = r["consequential"].as_bool().unwrap_or(true);
             let result: ActResult = serde_json::from_value(r).map_err(|e| internal(format!("a tool result: {e}")))?;
-            let step =
-                if model.configured { critic(name, text, &result, consequential, retries).await? } else { None };
+            let step = if model.configured { critic(name, text, &result, consequential, retries).await? } else { None };
             results.push(result);
             match step {
                 None | Some((CriticStep::Keep, _)) => break,

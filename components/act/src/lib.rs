@@ -8,13 +8,16 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/conversation@0.1.0": mneme_types::conversation,
     },
     generate_all,
 });
 
 use exports::mneme::act::act::Guest;
+use mneme_pipeline::act::{DispatchRequest, IterationLog};
 use mneme_pipeline::{Fail, run, tools};
 use mneme_types::StageError;
+use mneme_types::conversation::{ActResult, Action, Conv, Iteration};
 
 struct Stage;
 
@@ -23,12 +26,32 @@ fn err(f: Fail) -> StageError {
 }
 
 impl Guest for Stage {
-    async fn dispatch(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::act::dispatch).await.map_err(err)
+    async fn dispatch(
+        actions: Vec<Action>,
+        thread_id: String,
+        topic: String,
+        now_ms: u64,
+        per_action_timeout_ms: u64,
+    ) -> Result<Vec<ActResult>, StageError> {
+        let req = DispatchRequest { actions: actions.conv(), thread_id, topic, now_ms, per_action_timeout_ms };
+        Ok(mneme_pipeline::act::dispatch(req).await?.conv())
     }
 
-    async fn log_iteration(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::act::log_iteration).await.map_err(err)
+    async fn log_iteration(i: Iteration) -> Result<(), StageError> {
+        let log = IterationLog {
+            loop_id: i.loop_id,
+            exchange_id: i.exchange_id,
+            iteration_number: i.iteration_number,
+            actions: i.actions.conv(),
+            results: i.results.conv(),
+            execution_time_ms: i.execution_time_ms,
+            cost: i.cost,
+            fatigue: i.fatigue,
+            mode: i.mode,
+            termination_reason: i.termination_reason.conv(),
+            now_ms: i.now_ms,
+        };
+        Ok(mneme_pipeline::act::log_iteration(log).await?)
     }
 
     async fn put_tool(request: String) -> Result<String, StageError> {

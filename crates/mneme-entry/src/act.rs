@@ -9,12 +9,12 @@
 //! rules for `/chat`, a step's plan for a task, the configured tools for
 //! Path B.
 
+use crate::StageError;
 use crate::mneme::act::act as stage;
-use crate::{StageError, decode};
 use mneme_conversation::act::{Action, Limits, LoopState, Termination};
 use mneme_conversation::generate::ActResult;
 use mneme_time::clock::system_ms;
-use serde_json::json;
+use mneme_types::conversation::{Conv, Iteration};
 
 /// Where a loop's iterations are filed.
 #[derive(Debug, Clone)]
@@ -77,14 +77,15 @@ impl ActLoop {
     pub async fn dispatch(&mut self, plan: &[Action]) -> Result<Vec<ActResult>, StageError> {
         let t0 = system_ms();
         let o = &self.origin;
-        let results: Vec<ActResult> = decode(
-            &stage::dispatch(
-                json!({"actions": plan, "thread_id": o.thread_id, "topic": o.topic, "now_ms": o.now_ms,
-                       "per_action_timeout_ms": self.limits.per_action_timeout_ms})
-                .to_string(),
-            )
-            .await?,
-        )?;
+        let results: Vec<ActResult> = stage::dispatch(
+            plan.to_vec().conv(),
+            o.thread_id.clone(),
+            o.topic.clone(),
+            o.now_ms,
+            self.limits.per_action_timeout_ms,
+        )
+        .await?
+        .conv();
         self.record(plan, &results, system_ms().saturating_sub(t0), 0.0).await?;
         Ok(results)
     }
@@ -122,14 +123,19 @@ impl ActLoop {
         reason: Option<Termination>,
     ) -> Result<(), StageError> {
         let o = &self.origin;
-        stage::log_iteration(
-            json!({"loop_id": o.loop_id, "exchange_id": o.exchange_id, "iteration_number": self.state.iteration,
-                   "actions": plan, "results": results, "execution_time_ms": took_ms, "cost": cost,
-                   "fatigue": self.state.fatigue, "mode": o.mode, "termination_reason": reason,
-                   "now_ms": o.now_ms})
-            .to_string(),
-        )
+        stage::log_iteration(Iteration {
+            loop_id: o.loop_id.clone(),
+            exchange_id: o.exchange_id.clone(),
+            iteration_number: self.state.iteration,
+            actions: plan.to_vec().conv(),
+            results: results.to_vec().conv(),
+            execution_time_ms: took_ms,
+            cost,
+            fatigue: self.state.fatigue,
+            mode: o.mode.clone(),
+            termination_reason: reason.map(Into::into),
+            now_ms: o.now_ms,
+        })
         .await
-        .map(|_| ())
     }
 }

@@ -5,17 +5,17 @@
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use mneme_conversation::act::{self, Action};
+use mneme_conversation::act::{self, Action, Termination};
 use mneme_conversation::context::{Focus, FocusSource};
 use mneme_conversation::generate::ActResult;
 use mneme_store::{Sql, Stores, Value};
-use serde::Deserialize;
 use serde_json::{Map, Value as J, json};
 
 use crate::{Fail, Result, consolidate, in_list, json_text, records, search, wm};
 use mneme_knowledge::fusion::Mode;
 
-#[derive(Debug, Deserialize)]
+/// A plan to run.
+#[derive(Debug)]
 pub struct DispatchRequest {
     pub actions: Vec<Action>,
     pub thread_id: String,
@@ -637,7 +637,8 @@ async fn persistent_task(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<Stri
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// One ACT iteration, for its row.
+#[derive(Debug)]
 pub struct IterationLog {
     pub loop_id: String,
     pub exchange_id: String,
@@ -648,11 +649,11 @@ pub struct IterationLog {
     pub cost: f64,
     pub fatigue: f64,
     pub mode: String,
-    pub termination_reason: Option<String>,
+    pub termination_reason: Option<Termination>,
     pub now_ms: u64,
 }
 
-pub async fn log_iteration(log: IterationLog) -> Result<serde_json::Value> {
+pub async fn log_iteration(log: IterationLog) -> Result<()> {
     let stores = Stores::open().await?;
     let executed: Vec<J> = log
         .actions
@@ -674,10 +675,10 @@ pub async fn log_iteration(log: IterationLog) -> Result<serde_json::Value> {
                 log.cost.into(),
                 log.fatigue.into(),
                 log.mode.as_str().into(),
-                log.termination_reason.into(),
+                log.termination_reason.map(|t| json_text(&t).trim_matches('"').to_string()).into(),
                 Value::Int(log.now_ms as i64),
             ],
         )
         .await?;
-    Ok(json!({}))
+    Ok(())
 }

@@ -94,10 +94,12 @@ macro_rules! pair {
 }
 
 use pure::Mode as PureMode;
+use pure::act::{Action as PureAction, Termination as PureTermination};
 use pure::context::{
     Assembled as PureAssembled, Fact as PureFact, Focus as PureFocus, FocusSource as PureFocusSource, Gist as PureGist,
     Turn as PureWmTurn,
 };
+use pure::generate::ActResult as PureActResult;
 use pure::intent::{
     Complexity as PureComplexity, Intent as PureIntent, IntentType as PureIntentType, Register as PureRegister,
 };
@@ -191,6 +193,26 @@ pair!(record Weights, PureWeights {
 });
 pair!(record Decision, PureDecision { mode, scores, margin, effective_margin, tiebreak });
 
+/// An action's parameters cross the seam as the JSON object's text; text
+/// that is not an object (no producer writes one) reads as no parameters.
+impl Conv<String> for serde_json::Map<String, serde_json::Value> {
+    fn conv(self) -> String {
+        serde_json::Value::Object(self).to_string()
+    }
+}
+
+impl Conv<serde_json::Map<String, serde_json::Value>> for String {
+    fn conv(self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::from_str(&self).unwrap_or_default()
+    }
+}
+
+pair!(record Action, PureAction { kind, params });
+pair!(record ActResult, PureActResult { action_type, status, result, execution_time_ms, confidence });
+pair!(enum Termination, PureTermination {
+    FatigueExhausted, Timeout, MaxIterations, NoActions, RepeatedAction, PlanFailed,
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +254,19 @@ mod tests {
         let wit: Decision = d.clone().into();
         assert_eq!(wit.tiebreak, Some((Mode::Clarify, Mode::Respond)));
         assert_eq!(PureDecision::from(wit), d);
+    }
+
+    #[test]
+    fn an_actions_parameters_cross_as_json_text() {
+        let mut params = serde_json::Map::new();
+        params.insert("query".into(), "cello".into());
+        params.insert("limit".into(), 3.into());
+        let pure = PureAction { kind: "recall".into(), params };
+        let wit: Action = pure.clone().into();
+        assert_eq!(wit.params, r#"{"limit":3,"query":"cello"}"#);
+        assert_eq!(PureAction::from(wit), pure);
+        let odd = Action { kind: "recall".into(), params: "[1]".into() };
+        assert!(PureAction::from(odd).params.is_empty());
     }
 
     #[test]

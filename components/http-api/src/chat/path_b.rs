@@ -9,6 +9,7 @@ use mneme_conversation::intent::Intent;
 use mneme_entry::decode;
 use mneme_entry::tool_job::{ContextSnapshot, ToolJob};
 use mneme_http::{new_id, sse};
+use mneme_types::conversation::{Action, Iteration};
 use serde_json::{Value, json};
 
 use super::request::Exchange;
@@ -69,13 +70,19 @@ pub async fn path_b(
 ) -> Result<u64, StageError> {
     let (msg, request_id, exchange_id, now) = (ex.msg, ex.request_id, ex.id.as_str(), ex.now);
     let cycle_id = new_id();
-    let queued: Vec<Value> = tools.iter().map(|t| json!({"type": t, "params": {}})).collect();
-    act_stage::log_iteration(
-        json!({"loop_id": cycle_id, "exchange_id": exchange_id, "iteration_number": 0, "actions": queued,
-               "results": [], "execution_time_ms": 0, "cost": 0.0, "fatigue": 0.0,
-               "mode": "ACT (Path B: tool work queued)", "termination_reason": null, "now_ms": now})
-        .to_string(),
-    )
+    act_stage::log_iteration(Iteration {
+        loop_id: cycle_id.clone(),
+        exchange_id: exchange_id.to_string(),
+        iteration_number: 0,
+        actions: tools.iter().map(|t| Action { kind: t.clone(), params: "{}".into() }).collect(),
+        results: Vec::new(),
+        execution_time_ms: 0,
+        cost: 0.0,
+        fatigue: 0.0,
+        mode: "ACT (Path B: tool work queued)".into(),
+        termination_reason: None,
+        now_ms: now,
+    })
     .await?;
     let payload = ToolJob {
         cycle_id,

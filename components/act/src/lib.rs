@@ -17,7 +17,9 @@ use exports::mneme::act::act::Guest;
 use mneme_pipeline::act::{DispatchRequest, IterationLog};
 use mneme_pipeline::{Fail, run, tools};
 use mneme_types::StageError;
-use mneme_types::conversation::{ActResult, Action, Conv, Iteration};
+use mneme_types::conversation::{
+    ActResult, Action, Conv, CorrectionRate, Intent, Iteration, RelevantTool, ToolOutcome,
+};
 
 struct Stage;
 
@@ -66,8 +68,8 @@ impl Guest for Stage {
         run(&request, tools::delete).await.map_err(err)
     }
 
-    async fn relevant_tools(request: String) -> Result<String, StageError> {
-        run(&request, tools::relevant).await.map_err(err)
+    async fn relevant_tools(text: String) -> Result<Vec<RelevantTool>, StageError> {
+        Ok(tools::relevant(&text).await?)
     }
 
     async fn enqueue_tool_work(request: String) -> Result<String, StageError> {
@@ -78,12 +80,18 @@ impl Guest for Stage {
         run(&request, tools::claim).await.map_err(err)
     }
 
-    async fn call_tool(request: String) -> Result<String, StageError> {
-        run(&request, tools::call_named).await.map_err(err)
+    async fn call_tool(
+        name: String,
+        text: String,
+        topic: String,
+        intent: Intent,
+        correction: Option<String>,
+    ) -> Result<ToolOutcome, StageError> {
+        Ok(tools::call_named(tools::CallRequest { name, text, topic, intent: intent.into(), correction }).await?)
     }
 
-    async fn critic_rate(request: String) -> Result<String, StageError> {
-        run(&request, tools::critic_rate).await.map_err(err)
+    async fn critic_rate(action_type: String, corrected: Option<bool>) -> Result<CorrectionRate, StageError> {
+        Ok(tools::critic_rate(&action_type, corrected).await?)
     }
 
     async fn finish_tool_work(request: String) -> Result<String, StageError> {

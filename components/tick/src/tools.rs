@@ -77,15 +77,11 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
     for name in names {
         let (mut retries, mut correction) = (0, None::<String>);
         loop {
-            let r = parse(
-                &act::call_tool(
-                    json!({"name": name, "text": text, "topic": topic, "intent": p.intent, "correction": correction})
-                        .to_string(),
-                )
-                .await?,
-            );
-            let consequential = r["consequential"].as_bool().unwrap_or(true);
-            let result: ActResult = serde_json::from_value(r).map_err(|e| internal(format!("a tool result: {e}")))?;
+            let outcome =
+                act::call_tool(name.clone(), text.clone(), topic.clone(), p.intent.clone().into(), correction.clone())
+                    .await?;
+            let consequential = outcome.consequential;
+            let result: ActResult = outcome.result.into();
             let step = if model.configured { critic(name, text, &result, consequential, retries).await? } else { None };
             results.push(result);
             match step {
@@ -188,8 +184,7 @@ async fn critic(
     consequential: bool,
     retries: usize,
 ) -> Result<Option<(CriticStep, f64)>, StageError> {
-    let rate = parse(&act::critic_rate(json!({"action_type": name}).to_string()).await?);
-    let threshold = rate["threshold"].as_f64().unwrap_or(rules::CRITIC_THRESHOLD);
+    let threshold = act::critic_rate(name.to_string(), None).await?.threshold;
     if !rules::critic_applies(&result.status, result.confidence, threshold) {
         return Ok(None);
     }
@@ -209,7 +204,7 @@ async fn critic(
     .await;
     // Any failure of the critic counts as verified.
     let verdict = rules::parse_verdict(answer.as_ref().ok().map(|c| c.text.as_str()));
-    act::critic_rate(json!({"action_type": name, "corrected": !verdict.verified}).to_string()).await?;
+    act::critic_rate(name.to_string(), Some(!verdict.verified)).await?;
     Ok(Some((rules::critic_step(&verdict, consequential, retries), rules::CRITIC_FATIGUE)))
 }
 

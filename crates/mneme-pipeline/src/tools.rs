@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::{Either, select};
+use mneme_conversation::generate::ActResult;
+use mneme_conversation::intent::Intent;
 use mneme_conversation::tools::{self as rules, Tool};
 use mneme_store::{Sql, StoreError, Stores, Value};
 use serde::Deserialize;
@@ -13,6 +15,7 @@ use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 
 use crate::{Fail, Result, bytes_f32, embed, f32_bytes};
+use mneme_types::conversation::{CorrectionRate, RelevantTool, ToolOutcome};
 
 /// The queue Path B's jobs wait on.
 pub const QUEUE: &str = "tool-queue";
@@ -103,20 +106,15 @@ pub async fn load(sql: &Sql, names: &[String]) -> Result<Vec<Tool>> {
     Ok(names.iter().filter_map(|n| all.iter().find(|t| &t.name == n).cloned()).collect())
 }
 
-#[derive(Debug, Deserialize)]
-pub struct RelevantRequest {
-    pub text: String,
-}
-
 /// Tools whose description is close to the message (cosine ≥
 /// [`rules::RELEVANCE_COSINE`]), closest first, at most three.
-pub async fn relevant(r: RelevantRequest) -> Result<J> {
+pub async fn relevant(text: &str) -> Result<Vec<RelevantTool>> {
     let stores = Stores::open().await?;
     let rows = stores.sql.query("SELECT name, embedding FROM tools", &[]).await?;
     if rows.is_empty() {
-        return Ok(json!({"tools": []}));
+        return Ok(Vec::new());
     }
-    let q = embed(&r.text)?;
+    let q = embed(text)?;
     let mut scored: Vec<(f32, String)> = Vec::new();
     for row in &rows {
         let c = mneme_text::cosine(&q, &bytes_f32(&row.blob("embedding")?)) as f32;
@@ -126,7 +124,7 @@ pub async fn relevant(r: RelevantRequest) -> Result<J> {
     }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     scored.truncate(rules::MAX_RELEVANT);
-    Ok(json!({"tools": scored.iter().map(|(c, n)| json!({"name": n, "cosine": c})).collect::<Vec<_>>()}))
+    Ok(scored.into_iter().map(|(cosine, name)| RelevantTool { name, cosine }).collect())
 }
 
 // ---------------------------------------------------------------- queue
@@ -438,36 +436,42 @@ pub async fn call(tool: &Tool, body: &J) -> (&'static str, String) {
 /// The most of a tool's answer that is read.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
-#[derive(Debug, Deserialize)]
+/// One call of a configured tool.
+#[derive(Debug)]
 pub struct CallRequest {
     pub name: String,
     pub text: String,
     pub topic: String,
-    #[serde(default)]
-    pub intent: J,
+    pub intent: Intent,
     pub correction: Option<String>,
 }
 
-/// `{name, text, topic, intent, correction?}` → an ActResult for the tool.
-pub async fn call_named(r: CallRequest) -> Result<J> {
+/// The tool's outcome as an action result. A tool that is not configured is
+/// an `error` result.
+pub async fn call_named(r: CallRequest) -> Result<ToolOutcome> {
     let stores = Stores::open().await?;
     let Some(tool) = load(&stores.sql, std::slice::from_ref(&r.name)).await?.pop() else {
-        return Ok(
-            json!({"action_type": r.name, "status": "error", "result": format!("no tool `{}` is configured", r.name),
-                         "execution_time_ms": 0, "confidence": 0.0, "consequential": false}),
-        );
+        let result = ActResult {
+            action_type: r.name.clone(),
+            status: "error".into(),
+            result: format!("no tool `{}` is configured", r.name),
+            execution_time_ms: 0,
+            confidence: 0.0,
+        };
+        return Ok(ToolOutcome { result: result.into(), consequential: false });
     };
     let started = mneme_time::clock::system_ms();
-    let body = rules::request_body(&tool.name, &r.text, &r.topic, &r.intent, r.correction.as_deref());
+    let intent = serde_json::to_value(&r.intent).map_err(|e| Fail::new("internal", format!("an intent: {e}")))?;
+    let body = rules::request_body(&tool.name, &r.text, &r.topic, &intent, r.correction.as_deref());
     let (status, result) = call(&tool, &body).await;
-    Ok(json!({
-        "action_type": tool.name,
-        "status": status,
-        "confidence": mneme_conversation::act::result_confidence(&tool.name, status, &result),
-        "result": result,
-        "execution_time_ms": mneme_time::clock::system_ms().saturating_sub(started),
-        "consequential": tool.consequential,
-    }))
+    let result = ActResult {
+        action_type: tool.name.clone(),
+        status: status.into(),
+        confidence: mneme_conversation::act::result_confidence(&tool.name, status, &result),
+        result,
+        execution_time_ms: mneme_time::clock::system_ms().saturating_sub(started),
+    };
+    Ok(ToolOutcome { result: result.into(), consequential: tool.consequential })
 }
 
 // ---------------------------------------------------------------- critic
@@ -476,19 +480,11 @@ fn rate_key(action_type: &str) -> String {
     format!("critic_rate:{action_type}")
 }
 
-#[derive(Debug, Deserialize)]
-pub struct RateRequest {
-    pub action_type: String,
-    /// When given, one more evaluation is folded into the rate.
-    pub corrected: Option<bool>,
-}
-
-/// `{action_type, corrected?}` → `{rate, threshold}`: the critic's
-/// correction rate for an action type (an EMA, α 0.1), updated when
-/// `corrected` is given, and the threshold it sets.
-pub async fn critic_rate(r: RateRequest) -> Result<J> {
+/// The critic's correction rate for an action type (an EMA, α 0.1),
+/// updated when `corrected` is given, and the threshold it sets.
+pub async fn critic_rate(action_type: &str, corrected: Option<bool>) -> Result<CorrectionRate> {
     let stores = Stores::open().await?;
-    let key = rate_key(&r.action_type);
+    let key = rate_key(action_type);
     let mut rate = stores
         .kv
         .get(&key)
@@ -497,9 +493,9 @@ pub async fn critic_rate(r: RateRequest) -> Result<J> {
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|r| r.is_finite())
         .unwrap_or(0.0);
-    if let Some(c) = r.corrected {
+    if let Some(c) = corrected {
         rate = rules::next_rate(rate, c);
         stores.kv.set(&key, rate.to_string().as_bytes(), None).await?;
     }
-    Ok(json!({"rate": rate, "threshold": rules::critic_threshold(rate)}))
+    Ok(CorrectionRate { rate, threshold: rules::critic_threshold(rate) })
 }

@@ -39,11 +39,7 @@ pub async fn configured_tools() -> Result<Vec<(String, String)>, StageError> {
 
 /// The tools whose description is close to the message.
 pub async fn relevant_tools(text: &str) -> Result<Vec<String>, StageError> {
-    let v: Value = decode(&act_stage::relevant_tools(json!({"text": text}).to_string()).await?)?;
-    Ok(v["tools"]
-        .as_array()
-        .map(|ts| ts.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect())
-        .unwrap_or_default())
+    Ok(act_stage::relevant_tools(text.to_string()).await?.into_iter().map(|t| t.name).collect())
 }
 
 /// How long the stream waits for the tool worker's reply before leaving

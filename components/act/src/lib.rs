@@ -18,7 +18,8 @@ use mneme_pipeline::act::{DispatchRequest, IterationLog};
 use mneme_pipeline::{Fail, run, tools};
 use mneme_types::StageError;
 use mneme_types::conversation::{
-    ActResult, Action, Conv, CorrectionRate, Intent, Iteration, RelevantTool, ToolOutcome,
+    ActResult, Action, ClaimedToolJob, Conv, CorrectionRate, Delivery, Intent, Iteration, RelevantTool, Taken,
+    ToolOutcome, ToolReply,
 };
 
 struct Stage;
@@ -72,12 +73,17 @@ impl Guest for Stage {
         Ok(tools::relevant(&text).await?)
     }
 
-    async fn enqueue_tool_work(request: String) -> Result<String, StageError> {
-        run(&request, tools::enqueue).await.map_err(err)
+    async fn enqueue_tool_work(
+        request_id: String,
+        payload: String,
+        now_ms: u64,
+        deliver_by_ms: u64,
+    ) -> Result<i64, StageError> {
+        Ok(tools::enqueue(&request_id, &payload, now_ms, deliver_by_ms).await?)
     }
 
-    async fn claim_tool_work(request: String) -> Result<String, StageError> {
-        run(&request, tools::claim).await.map_err(err)
+    async fn claim_tool_work(now_ms: u64, lease_ms: u64) -> Result<Option<ClaimedToolJob>, StageError> {
+        Ok(tools::claim(now_ms, lease_ms).await?)
     }
 
     async fn call_tool(
@@ -94,16 +100,21 @@ impl Guest for Stage {
         Ok(tools::critic_rate(&action_type, corrected).await?)
     }
 
-    async fn finish_tool_work(request: String) -> Result<String, StageError> {
-        run(&request, tools::finish).await.map_err(err)
+    async fn finish_tool_work(
+        job_id: i64,
+        claim: String,
+        reply: ToolReply,
+        now_ms: u64,
+    ) -> Result<Delivery, StageError> {
+        Ok(tools::finish(job_id, &claim, &reply.into(), now_ms).await?)
     }
 
-    async fn fail_tool_work(request: String) -> Result<String, StageError> {
-        run(&request, tools::fail).await.map_err(err)
+    async fn fail_tool_work(job_id: i64, claim: String, error: String, now_ms: u64) -> Result<Delivery, StageError> {
+        Ok(tools::fail(job_id, &claim, &error, now_ms).await?)
     }
 
-    async fn take_tool_reply(request: String) -> Result<String, StageError> {
-        run(&request, tools::take).await.map_err(err)
+    async fn take_tool_reply(job_id: i64, request_id: String, give_up: bool, gone: bool) -> Result<Taken, StageError> {
+        Ok(tools::take(tools::TakeRequest { job_id, request_id, give_up, gone }).await?)
     }
 }
 

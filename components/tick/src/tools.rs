@@ -7,19 +7,19 @@
 //! which the waiting `/chat` stream takes, or `/events` gets when the
 //! stream gave up.
 
+use crate::internal;
 use crate::mneme::act::act;
 use crate::mneme::commit::commit;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::{internal, parse};
 use mneme_conversation::Mode;
 use mneme_conversation::act::{Action, Limits};
 use mneme_conversation::context::Assembled;
 use mneme_conversation::generate::{self, ActResult, ReplySource};
-use mneme_conversation::tools::{self as rules, CriticStep};
+use mneme_conversation::tools::{self as rules, CriticStep, ToolReply};
 use mneme_entry::act::{ActLoop, Origin};
 use mneme_entry::tool_job::ToolJob;
 use mneme_types::StageError;
-use mneme_types::conversation::{FinishedExchange, JobClaim};
+use mneme_types::conversation::{ClaimedToolJob, FinishedExchange, JobClaim};
 use serde_json::{Value, json};
 
 /// A claimed job is another tick's to take over after this long: above
@@ -37,25 +37,22 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let model = llm::status().await;
     let mut done = Vec::new();
     while clock().saturating_sub(started) < BUDGET_MS {
-        let claimed = parse(&act::claim_tool_work(json!({"now_ms": clock(), "lease_ms": LEASE_MS}).to_string()).await?);
-        let Some(job) = claimed.get("job").filter(|j| !j.is_null()).cloned() else { break };
+        let Some(job) = act::claim_tool_work(clock(), LEASE_MS).await? else { break };
         // One job's failure is that job's: it is failed (its error reaches
         // the principal) and the tick goes on; a lost claim is the other
         // worker's to finish.
         let outcome = match run(&job, &model, &clock).await {
             Ok(entry) => entry,
             Err(e) if e.code == mneme_types::ErrorCode::LeaseLost => {
-                json!({"job_id": job["id"], "status": "lost", "error": e.message})
+                json!({"job_id": job.id, "status": "lost", "error": e.message})
             }
             Err(e) => {
                 let error = format!("{}: {}", e.code, e.message);
-                let failed = act::fail_tool_work(
-                    json!({"job_id": job["id"], "claim": job["claim"], "error": error, "now_ms": clock()}).to_string(),
-                )
-                .await
-                .map(|s| parse(&s)["delivery"].clone())
-                .unwrap_or(Value::Null);
-                json!({"job_id": job["id"], "status": "failed", "error": error, "delivery": failed})
+                let failed = act::fail_tool_work(job.id, job.claim.clone(), error.clone(), clock())
+                    .await
+                    .map(|d| json!(d.name()))
+                    .unwrap_or(Value::Null);
+                json!({"job_id": job.id, "status": "failed", "error": error, "delivery": failed})
             }
         };
         done.push(outcome);
@@ -64,13 +61,10 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
 }
 
 /// One job, start to finish.
-async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) -> Result<Value, StageError> {
+async fn run(job: &ClaimedToolJob, model: &llm::ModelStatus, clock: &impl Fn() -> u64) -> Result<Value, StageError> {
     let p: ToolJob =
-        serde_json::from_value(job["payload"].clone()).map_err(|e| internal(format!("the tool job's payload: {e}")))?;
-    let claim = JobClaim {
-        id: job["id"].as_i64().ok_or_else(|| internal("the tool job has no id".into()))?,
-        claim: job["claim"].as_str().unwrap_or_default().to_string(),
-    };
+        serde_json::from_str(&job.payload).map_err(|e| internal(format!("the tool job's payload: {e}")))?;
+    let claim = JobClaim { id: job.id, claim: job.claim.clone() };
     let (text, topic, ctx, names) = (&p.text, &p.topic, &p.context, &p.tools);
     let began = clock();
     let (mut results, mut critic_fatigue, mut escalation) = (Vec::<ActResult>::new(), 0.0, None);
@@ -153,16 +147,18 @@ async fn run(job: &Value, model: &llm::ModelStatus, clock: &impl Fn() -> u64) ->
         job: Some(claim.clone()),
     })
     .await?;
-    let result = json!({"text": reply, "topic": topic, "mode": mode, "confidence": confidence,
-                        "exchange_id": committed.exchange_id, "thread_id": p.thread_id, "source": source,
-                        "tools": results});
-    let finished = parse(
-        &act::finish_tool_work(
-            json!({"job_id": claim.id, "claim": claim.claim, "result": result, "now_ms": clock()}).to_string(),
-        )
-        .await?,
-    );
-    Ok(json!({"job_id": job["id"], "tools": names, "status": "done", "delivery": finished["delivery"],
+    let reply = ToolReply {
+        text: reply,
+        topic: topic.clone(),
+        mode,
+        confidence,
+        exchange_id: committed.exchange_id,
+        thread_id: p.thread_id.clone(),
+        source: source.into(),
+        tools: results,
+    };
+    let delivery = act::finish_tool_work(claim.id, claim.claim, reply.into(), clock()).await?;
+    Ok(json!({"job_id": job.id, "tools": names, "status": "done", "delivery": delivery.name(),
               "escalated": source == "critic-escalation"}))
 }
 

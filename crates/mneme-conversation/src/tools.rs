@@ -19,6 +19,22 @@ pub const RELEVANCE_COSINE: f32 = 0.35;
 /// Tools computed by relevance, at most (triage's own cap).
 pub const MAX_RELEVANT: usize = 3;
 
+/// The reply the tool worker stores on its job (Path B). Its JSON is the
+/// stored result and the `tool_result` event's payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolReply {
+    pub text: String,
+    pub topic: String,
+    pub mode: crate::Mode,
+    pub confidence: f64,
+    pub exchange_id: String,
+    pub thread_id: String,
+    /// `model`, `rule-based` or `critic-escalation`.
+    pub source: String,
+    /// Each tool's result, and the critic's notes.
+    pub tools: Vec<crate::generate::ActResult>,
+}
+
 /// A configured tool, as `PUT /tools/{name}` stores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tool {

@@ -8,14 +8,14 @@ use futures::StreamExt;
 use futures::future::{Either, select};
 use mneme_conversation::generate::ActResult;
 use mneme_conversation::intent::Intent;
-use mneme_conversation::tools::{self as rules, Tool};
+use mneme_conversation::tools::{self as rules, Tool, ToolReply};
 use mneme_store::{Sql, StoreError, Stores, Value};
 use serde::Deserialize;
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 
 use crate::{Fail, Result, bytes_f32, embed, f32_bytes};
-use mneme_types::conversation::{CorrectionRate, RelevantTool, ToolOutcome};
+use mneme_types::conversation::{ClaimedToolJob, CorrectionRate, Delivery, RelevantTool, Taken, ToolOutcome};
 
 /// The queue Path B's jobs wait on.
 pub const QUEUE: &str = "tool-queue";
@@ -129,93 +129,70 @@ pub async fn relevant(text: &str) -> Result<Vec<RelevantTool>> {
 
 // ---------------------------------------------------------------- queue
 
-#[derive(Debug, Deserialize)]
-pub struct EnqueueRequest {
-    pub request_id: String,
-    pub payload: J,
-    pub now_ms: u64,
-    /// System time after which a finished reply no stream took goes to
-    /// `/events`: the stream's wait, and a margin.
-    pub deliver_by_ms: u64,
-}
-
-/// Step 2 and 3 of Path B: the job on `tool-queue`, and
-/// `sse_pending:{request_id}` (600 s) naming it.
-pub async fn enqueue(r: EnqueueRequest) -> Result<J> {
+/// Step 2 and 3 of Path B: the job on `tool-queue` (`payload` is its JSON
+/// document), and `sse_pending:{request_id}` (600 s) naming it. After
+/// `deliver_by_ms` (the stream's wait, and a margin) a finished reply no
+/// stream took goes to `/events`. Answers the job's id.
+pub async fn enqueue(request_id: &str, payload: &str, now_ms: u64, deliver_by_ms: u64) -> Result<i64> {
     let stores = Stores::open().await?;
     // The job and its deadline in one transaction: a job without a
     // deadline would never be swept.
-    let payload = r.payload.to_string();
     let id = stores
         .sql
         .transaction(async |sql: &Sql| {
-            let id = crate::commit::enqueue(sql, QUEUE, Some(&r.request_id), &payload, r.now_ms)
+            let id = crate::commit::enqueue(sql, QUEUE, Some(request_id), payload, now_ms)
                 .await
                 .map_err(crate::as_store_error)?;
             sql.execute(
                 "UPDATE jobs SET deliver_by_ms = $2 WHERE id = $1",
-                &[id.into(), Value::Int(r.deliver_by_ms as i64)],
+                &[id.into(), Value::Int(deliver_by_ms as i64)],
             )
             .await?;
             Ok(id)
         })
         .await?;
-    stores.kv.set(&pending_key(&r.request_id), id.to_string().as_bytes(), Some(PENDING_TTL_MS)).await?;
-    Ok(json!({"job_id": id}))
+    stores.kv.set(&pending_key(request_id), id.to_string().as_bytes(), Some(PENDING_TTL_MS)).await?;
+    Ok(id)
 }
-
-pub use crate::consolidate::ClaimRequest;
 
 /// The oldest claimable tool job (queued, or running with its lease out),
-/// or `{job: null}`. A job whose lease ran out [`MAX_ATTEMPTS`] times is
-/// failed first.
-pub async fn claim(r: ClaimRequest) -> Result<J> {
+/// if any. A job whose lease ran out [`MAX_ATTEMPTS`] times is failed
+/// first.
+pub async fn claim(now_ms: u64, lease_ms: u64) -> Result<Option<ClaimedToolJob>> {
     let stores = Stores::open().await?;
-    expire(&stores.sql, r.now_ms).await?;
+    expire(&stores.sql, now_ms).await?;
     let give_up = "'{\"error\": \"the tool worker did not finish\"}'";
     let Some(row) =
-        crate::consolidate::claim_job(&stores.sql, &[QUEUE], r.now_ms, r.lease_ms, MAX_ATTEMPTS, give_up).await?
+        crate::consolidate::claim_job(&stores.sql, &[QUEUE], now_ms, lease_ms, MAX_ATTEMPTS, give_up).await?
     else {
-        return Ok(json!({"job": null}));
+        return Ok(None);
     };
-    let payload: J = serde_json::from_str(&row.text("payload")?).unwrap_or(J::Null);
-    Ok(json!({"job": {"id": row.i64("id")?, "claim": row.text("claim")?, "attempts": row.i64("attempts")?,
-                      "payload": payload}}))
-}
-
-#[derive(Debug, Deserialize)]
-pub struct FinishRequest {
-    pub job_id: i64,
-    pub claim: String,
-    pub result: J,
-    pub now_ms: u64,
+    Ok(Some(ClaimedToolJob {
+        id: row.i64("id")?,
+        claim: row.text("claim")?,
+        attempts: row.i64("attempts")?,
+        payload: row.text("payload")?,
+    }))
 }
 
 /// Step 6: the reply stored on the job. When no stream will take it (the
 /// stream gave up, or its wait is long over), it goes to `/events` as a
 /// `tool_result` event, in the same transaction, so it is delivered
 /// exactly once.
-pub async fn finish(r: FinishRequest) -> Result<J> {
-    end_job(r.job_id, &r.claim, "done", &r.result, r.now_ms).await
-}
-
-#[derive(Debug, Deserialize)]
-pub struct FailRequest {
-    pub job_id: i64,
-    pub claim: String,
-    pub error: String,
-    pub now_ms: u64,
+pub async fn finish(job_id: i64, claim: &str, reply: &ToolReply, now_ms: u64) -> Result<Delivery> {
+    let result = serde_json::to_value(reply).map_err(|e| Fail::new("internal", format!("a tool reply: {e}")))?;
+    end_job(job_id, claim, "done", &result, now_ms).await
 }
 
 /// A job the worker could not finish: failed with the error, which reaches
 /// the principal like a reply would (the waiting stream, or `/events`).
-pub async fn fail(r: FailRequest) -> Result<J> {
-    end_job(r.job_id, &r.claim, "failed", &json!({"error": r.error}), r.now_ms).await
+pub async fn fail(job_id: i64, claim: &str, error: &str, now_ms: u64) -> Result<Delivery> {
+    end_job(job_id, claim, "failed", &json!({"error": error}), now_ms).await
 }
 
 /// Ends a job under the worker's claim with `status` and `result`, and
 /// publishes the result when no stream will take it.
-async fn end_job(job_id: i64, claim: &str, status: &str, result: &J, now_ms: u64) -> Result<J> {
+async fn end_job(job_id: i64, claim: &str, status: &str, result: &J, now_ms: u64) -> Result<Delivery> {
     let stores = Stores::open().await?;
     let out = crate::events::publishing(&stores.sql, async |sql: &Sql| {
         let n = sql
@@ -283,7 +260,12 @@ async fn expire(sql: &Sql, now_ms: u64) -> Result<()> {
 /// Inside the transaction that ends a job: when the stream gave up
 /// (`delivery = events`) or its wait is over with nobody taking the reply,
 /// marks it sent and publishes it as a `tool_result` event.
-async fn publish_if_unclaimed(sql: &Sql, job_id: i64, result: &J, now_ms: u64) -> std::result::Result<J, StoreError> {
+async fn publish_if_unclaimed(
+    sql: &Sql,
+    job_id: i64,
+    result: &J,
+    now_ms: u64,
+) -> std::result::Result<Delivery, StoreError> {
     let sent = sql
         .query(
             "UPDATE jobs SET delivery = 'events-sent'
@@ -291,17 +273,18 @@ async fn publish_if_unclaimed(sql: &Sql, job_id: i64, result: &J, now_ms: u64) -
             &[job_id.into(), Value::Int(now_ms as i64)],
         )
         .await?;
-    let Some(row) = sent.first() else { return Ok(json!({"delivery": "chat"})) };
+    let Some(row) = sent.first() else { return Ok(Delivery::Chat) };
     let mut payload = result.clone();
     payload["request_id"] = json!(row.opt_text("ref")?);
     if let Some(e) = result["error"].as_str() {
         payload["text"] = json!(format!("The tools could not finish: {e}."));
     }
-    let event = crate::events::publish_with(sql, "tool_result", &payload, now_ms).await?;
-    Ok(json!({"delivery": "events", "event_id": event["id"]}))
+    crate::events::publish_with(sql, "tool_result", &payload, now_ms).await?;
+    Ok(Delivery::Events)
 }
 
-#[derive(Debug, Deserialize)]
+/// What the waiting stream asks of its tool job.
+#[derive(Debug)]
 pub struct TakeRequest {
     pub job_id: i64,
     pub request_id: String,
@@ -311,14 +294,14 @@ pub struct TakeRequest {
     /// The client went away: the reply goes to `/events` even when it is
     /// already here, or was taken for the stream, since nobody would read
     /// it there.
-    #[serde(default)]
     pub gone: bool,
 }
 
-/// The `/chat` side of the hand-over: `{state: pending}` while the worker
-/// runs; `{state: chat, status, result}` once the reply is the stream's
-/// (it takes it); `{state: events}` when the stream gave up first.
-pub async fn take(r: TakeRequest) -> Result<J> {
+/// The `/chat` side of the hand-over: `pending` while the worker runs;
+/// `chat` with the reply (or why the tools failed) once it is the
+/// stream's (it takes it); `events` when the stream gave up first; `gone`
+/// when the job was deleted.
+pub async fn take(r: TakeRequest) -> Result<Taken> {
     let stores = Stores::open().await?;
     let sql = &stores.sql;
     if r.gone {
@@ -342,7 +325,7 @@ pub async fn take(r: TakeRequest) -> Result<J> {
         })
         .await?;
         let _ = stores.kv.delete(&pending_key(&r.request_id)).await;
-        return Ok(json!({"state": "events"}));
+        return Ok(Taken::Events);
     }
     // One statement each, so a worker finishing at the same moment is
     // either seen as done (the stream delivers) or sees `events` (it does).
@@ -366,24 +349,36 @@ pub async fn take(r: TakeRequest) -> Result<J> {
         // (deleted with everything else).
         let found = sql.query("SELECT delivery FROM jobs WHERE id = $1", &[r.job_id.into()]).await?;
         let state = match found.first() {
-            None => "gone",
-            Some(f) if f.opt_text("delivery")?.is_some() => "events",
-            Some(_) if r.give_up => "events",
-            Some(_) => "pending",
+            None => Taken::Gone,
+            Some(f) if f.opt_text("delivery")?.is_some() => Taken::Events,
+            Some(_) if r.give_up => Taken::Events,
+            Some(_) => Taken::Pending,
         };
-        if state != "pending" {
+        if !matches!(state, Taken::Pending) {
             let _ = stores.kv.delete(&pending_key(&r.request_id)).await;
         }
-        return Ok(json!({"state": state}));
+        return Ok(state);
     };
     let delivery = row.text("delivery")?;
     // The stream is done waiting either way.
     let _ = stores.kv.delete(&pending_key(&r.request_id)).await;
     if delivery == "events" {
-        return Ok(json!({"state": "events"}));
+        return Ok(Taken::Events);
     }
-    let result: J = row.opt_text("result")?.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(J::Null);
-    Ok(json!({"state": "chat", "status": row.text("status")?, "result": result}))
+    let result = row.opt_text("result")?.unwrap_or_default();
+    Ok(Taken::Chat(reply_of(&row.text("status")?, &result)))
+}
+
+/// A finished job's stored result: the worker's reply when it is done,
+/// else why it failed.
+fn reply_of(status: &str, result: &str) -> std::result::Result<mneme_types::conversation::ToolReply, String> {
+    let v: J = serde_json::from_str(result).unwrap_or(J::Null);
+    if status == "done"
+        && let Ok(reply) = serde_json::from_value::<ToolReply>(v.clone())
+    {
+        return Ok(reply.into());
+    }
+    Err(v["error"].as_str().unwrap_or("the tool worker failed").to_string())
 }
 
 // ---------------------------------------------------------------- calls

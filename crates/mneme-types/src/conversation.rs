@@ -105,6 +105,7 @@ use pure::intent::{
 };
 use pure::router::{Decision as PureDecision, Signals as PureSignals, Weights as PureWeights};
 use pure::social::SocialMode as PureSocialMode;
+use pure::tools::ToolReply as PureToolReply;
 use pure::triage::{
     Branch as PureBranch, Input as PureTriageInput, Source as PureTriageSource, Triage as PureTriage,
     Turn as PureRecentTurn,
@@ -116,6 +117,16 @@ impl Mode {
     /// The mode's name (`RESPOND`, `ACT`…), as rows and events store it.
     pub fn as_str(self) -> &'static str {
         PureMode::from(self).as_str()
+    }
+}
+
+impl Delivery {
+    /// `chat` or `events`, as the tick's report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Delivery::Chat => "chat",
+            Delivery::Events => "events",
+        }
     }
 }
 
@@ -212,6 +223,7 @@ pair!(record ActResult, PureActResult { action_type, status, result, execution_t
 pair!(enum Termination, PureTermination {
     FatigueExhausted, Timeout, MaxIterations, NoActions, RepeatedAction, PlanFailed,
 });
+pair!(record ToolReply, PureToolReply { text, topic, mode, confidence, exchange_id, thread_id, source, tools });
 
 #[cfg(test)]
 mod tests {

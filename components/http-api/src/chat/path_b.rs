@@ -9,7 +9,7 @@ use mneme_conversation::intent::Intent;
 use mneme_entry::decode;
 use mneme_entry::tool_job::{ContextSnapshot, ToolJob};
 use mneme_http::{new_id, sse};
-use mneme_types::conversation::{Action, Iteration};
+use mneme_types::conversation::{Action, Iteration, Taken};
 use serde_json::{Value, json};
 
 use super::request::Exchange;
@@ -99,63 +99,43 @@ pub async fn path_b(
         now_ms: now,
     };
     let (started, wait) = (clock::system_ms(), tool_wait_ms().await);
-    let queued: Value = decode(
-        &act_stage::enqueue_tool_work(
-            json!({"request_id": request_id, "payload": payload, "now_ms": now,
-                   "deliver_by_ms": started + wait + DELIVERY_MARGIN_MS})
-            .to_string(),
-        )
-        .await?,
-    )?;
-    let Some(job_id) = queued["job_id"].as_i64() else {
-        return Err(StageError::internal("the tool job got no id"));
-    };
+    let payload = serde_json::to_string(&payload).map_err(|e| StageError::internal(format!("a tool job: {e}")))?;
+    let job_id =
+        act_stage::enqueue_tool_work(request_id.to_string(), payload, now, started + wait + DELIVERY_MARGIN_MS).await?;
     out.event("status", json!({"stage": "tools", "tools": tools, "job_id": job_id}));
     loop {
         // A client that went away cannot take the reply: /events will.
         let gone = out.gone();
         let give_up = clock::system_ms().saturating_sub(started) >= wait || gone;
-        let taken: Value = decode(
-            &act_stage::take_tool_reply(
-                json!({"job_id": job_id, "request_id": request_id, "give_up": give_up, "gone": gone}).to_string(),
-            )
-            .await?,
-        )?;
-        match taken["state"].as_str() {
-            Some("chat") => {
-                let r = &taken["result"];
-                if taken["status"] == "done" && r["text"].is_string() {
-                    out.event(
-                        "message",
-                        json!({"text": r["text"], "topic": r["topic"], "mode": r["mode"], "confidence": r["confidence"],
-                               "exchange_id": r["exchange_id"], "source": r["source"]}),
-                    );
-                    // The client may have gone just before the reply was
-                    // taken for it: then /events gets it after all.
-                    if !out.confirm().await {
-                        act_stage::take_tool_reply(
-                            json!({"job_id": job_id, "request_id": request_id, "give_up": true, "gone": true})
-                                .to_string(),
-                        )
-                        .await?;
-                    }
-                } else {
-                    let why = r["error"].as_str().unwrap_or("the tool worker failed");
-                    out.event(
-                        "error",
-                        json!({"message": format!("The tools could not finish: {why}."), "recoverable": true}),
-                    );
+        match act_stage::take_tool_reply(job_id, request_id.to_string(), give_up, gone).await? {
+            Taken::Chat(Ok(r)) => {
+                out.event(
+                    "message",
+                    json!({"text": r.text, "topic": r.topic, "mode": r.mode.as_str(), "confidence": r.confidence,
+                           "exchange_id": r.exchange_id, "source": r.source}),
+                );
+                // The client may have gone just before the reply was taken
+                // for it: then /events gets it after all.
+                if !out.confirm().await {
+                    act_stage::take_tool_reply(job_id, request_id.to_string(), true, true).await?;
                 }
                 break;
             }
-            Some("gone") => {
+            Taken::Chat(Err(why)) => {
+                out.event(
+                    "error",
+                    json!({"message": format!("The tools could not finish: {why}."), "recoverable": true}),
+                );
+                break;
+            }
+            Taken::Gone => {
                 out.event(
                     "error",
                     json!({"message": "The tool work was deleted before it finished; send the message again.", "recoverable": true}),
                 );
                 break;
             }
-            Some("events") => {
+            Taken::Events => {
                 out.event(
                     "status",
                     json!({"stage": "deferred", "job_id": job_id,
@@ -163,7 +143,7 @@ pub async fn path_b(
                 );
                 break;
             }
-            _ => {
+            Taken::Pending => {
                 // A comment each poll: a client that went away is noticed
                 // within one poll, before the reply is taken for it.
                 out.raw(sse::comment("waiting for the tools"));

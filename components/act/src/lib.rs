@@ -15,18 +15,14 @@ spin_sdk::wit_bindgen::generate!({
 
 use exports::mneme::act::act::Guest;
 use mneme_pipeline::act::{DispatchRequest, IterationLog};
-use mneme_pipeline::{Fail, run, tools};
-use mneme_types::StageError;
+use mneme_pipeline::tools;
 use mneme_types::conversation::{
-    ActResult, Action, ClaimedToolJob, Conv, CorrectionRate, Delivery, Intent, Iteration, RelevantTool, Taken,
+    ActResult, Action, ClaimedToolJob, Conv, CorrectionRate, Delivery, Intent, Iteration, RelevantTool, Taken, Tool,
     ToolOutcome, ToolReply,
 };
+use mneme_types::{ErrorCode, StageError};
 
 struct Stage;
-
-fn err(f: Fail) -> StageError {
-    f.into()
-}
 
 impl Guest for Stage {
     async fn dispatch(
@@ -57,16 +53,18 @@ impl Guest for Stage {
         Ok(mneme_pipeline::act::log_iteration(log).await?)
     }
 
-    async fn put_tool(request: String) -> Result<String, StageError> {
-        run(&request, tools::put).await.map_err(err)
+    async fn put_tool(name: String, config: String, allowed_host: String, now_ms: u64) -> Result<Tool, StageError> {
+        let config = serde_json::from_str(&config)
+            .map_err(|e| StageError::new(ErrorCode::Invalid, format!("a tool's configuration is not JSON: {e}")))?;
+        Ok(tools::put(&name, &config, &allowed_host, now_ms).await?.into())
     }
 
-    async fn list_tools(request: String) -> Result<String, StageError> {
-        run(&request, tools::list).await.map_err(err)
+    async fn list_tools() -> Result<Vec<Tool>, StageError> {
+        Ok(tools::list().await?.conv())
     }
 
-    async fn delete_tool(request: String) -> Result<String, StageError> {
-        run(&request, tools::delete).await.map_err(err)
+    async fn delete_tool(name: String) -> Result<(), StageError> {
+        Ok(tools::delete(&name).await?)
     }
 
     async fn relevant_tools(text: String) -> Result<Vec<RelevantTool>, StageError> {

@@ -231,6 +231,12 @@ pub fn stage_error(e: StageError) -> spin_sdk::http::Response<String> {
     ApiError::from_stage(e.code.name(), e.message).into_response()
 }
 
+/// A typed stage's answer, shaped for the client, as a 200 JSON body, or
+/// the stage's error.
+pub fn stage_value<T: serde::Serialize>(r: Result<T, StageError>) -> spin_sdk::http::Response<String> {
+    stage_json(r.and_then(|v| serde_json::to_string(&v).map_err(|e| StageError::internal(format!("an answer: {e}")))))
+}
+
 /// A stage's JSON answer as a 200, or its error.
 pub fn stage_json(r: Result<String, StageError>) -> spin_sdk::http::Response<String> {
     match r {

@@ -5,7 +5,8 @@
 
 use crate::knowledge::{bad, body_json};
 use crate::mneme::act::act;
-use crate::{Reply, clock, err, reply, stage_json};
+use crate::{Reply, clock, err, reply, stage_value};
+use mneme_conversation::tools::Tool;
 use mneme_http::ApiError;
 use serde_json::json;
 use spin_sdk::http::{Method, Request};
@@ -20,7 +21,9 @@ pub async fn route(req: Request, path: &str) -> Reply {
     let method = req.method().clone();
     if path == "/tools" {
         return match method {
-            Method::GET => reply(stage_json(act::list_tools("{}".into()).await)),
+            Method::GET => reply(stage_value(
+                act::list_tools().await.map(|t| json!({"tools": t.into_iter().map(Tool::from).collect::<Vec<_>>()})),
+            )),
             _ => err(ApiError::method_not_allowed("GET")),
         };
     }
@@ -39,15 +42,11 @@ pub async fn route(req: Request, path: &str) -> Reply {
                 Err(e) => return err(e),
             };
             let host = spin_sdk::variables::get("tool_host").await.unwrap_or_default();
-            reply(stage_json(
-                act::put_tool(
-                    json!({"name": name, "config": config, "allowed_host": host.trim(), "now_ms": now}).to_string(),
-                )
-                .await,
-            ))
+            let put = act::put_tool(name.to_string(), config.to_string(), host.trim().to_string(), now).await;
+            reply(stage_value(put.map(Tool::from)))
         }
         Method::DELETE if mneme_conversation::tools::valid_name(name) => {
-            reply(stage_json(act::delete_tool(json!({"name": name}).to_string()).await))
+            reply(stage_value(act::delete_tool(name.to_string()).await.map(|()| json!({"deleted": name}))))
         }
         Method::DELETE => err(ApiError::not_found(format!("no tool `{name}` is configured"))),
         _ => err(ApiError::method_not_allowed("PUT, DELETE")),

@@ -10,7 +10,6 @@ use mneme_conversation::generate::ActResult;
 use mneme_conversation::intent::Intent;
 use mneme_conversation::tools::{self as rules, Tool, ToolReply};
 use mneme_store::{Sql, StoreError, Stores, Value};
-use serde::Deserialize;
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 
@@ -34,18 +33,11 @@ fn tool_from(row: &mneme_store::Row) -> std::result::Result<Tool, StoreError> {
 
 // ---------------------------------------------------------------- registry
 
-#[derive(Debug, Deserialize)]
-pub struct PutRequest {
-    pub name: String,
-    pub config: J,
-    /// `host:port` the app may call tools on (the `tool_host` variable).
-    pub allowed_host: String,
-    pub now_ms: u64,
-}
-
 /// Adds or replaces a tool (its description embedded for relevance).
-pub async fn put(r: PutRequest) -> Result<J> {
-    let tool = rules::parse(&r.name, &r.config, &r.allowed_host).map_err(Fail::invalid)?;
+/// `allowed_host` is the `host:port` the app may call tools on (the
+/// `tool_host` variable).
+pub async fn put(name: &str, config: &J, allowed_host: &str, now_ms: u64) -> Result<Tool> {
+    let tool = rules::parse(name, config, allowed_host).map_err(Fail::invalid)?;
     let embedding = embed(&tool.description)?;
     let stores = Stores::open().await?;
     let config = serde_json::to_string(&tool).map_err(|e| Fail::new("internal", e.to_string()))?;
@@ -67,35 +59,30 @@ pub async fn put(r: PutRequest) -> Result<J> {
                 "INSERT INTO tools (name, config, embedding, updated_ms) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (name) DO UPDATE SET config = excluded.config, embedding = excluded.embedding,
                      updated_ms = excluded.updated_ms",
-                &[name.as_str().into(), config.into(), Value::Blob(f32_bytes(&embedding)), Value::Int(r.now_ms as i64)],
+                &[name.as_str().into(), config.into(), Value::Blob(f32_bytes(&embedding)), Value::Int(now_ms as i64)],
             )
             .await?;
             Ok(())
         })
         .await?;
-    Ok(json!(tool))
+    Ok(tool)
 }
 
-/// `{}` → `{tools: [Tool]}`, by name.
-pub async fn list(_: J) -> Result<J> {
+/// Every configured tool, by name.
+pub async fn list() -> Result<Vec<Tool>> {
     let stores = Stores::open().await?;
     let rows = stores.sql.query("SELECT config FROM tools ORDER BY name", &[]).await?;
-    let tools = rows.iter().map(tool_from).collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(json!({"tools": tools}))
+    Ok(rows.iter().map(tool_from).collect::<std::result::Result<Vec<_>, _>>()?)
 }
 
-#[derive(Debug, Deserialize)]
-pub struct NameRequest {
-    pub name: String,
-}
-
-pub async fn delete(r: NameRequest) -> Result<J> {
+/// Removes the tool `name`; `not-found` when there is none.
+pub async fn delete(name: &str) -> Result<()> {
     let stores = Stores::open().await?;
-    let n = stores.sql.execute("DELETE FROM tools WHERE name = $1", &[r.name.as_str().into()]).await?;
+    let n = stores.sql.execute("DELETE FROM tools WHERE name = $1", &[name.into()]).await?;
     if n == 0 {
-        return Err(Fail::new("not-found", format!("no tool `{}` is configured", r.name)));
+        return Err(Fail::new("not-found", format!("no tool `{name}` is configured")));
     }
-    Ok(json!({"deleted": r.name}))
+    Ok(())
 }
 
 /// The configured tools with these names, in that order (unknown names are

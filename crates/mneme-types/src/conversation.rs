@@ -105,7 +105,7 @@ use pure::intent::{
 };
 use pure::router::{Decision as PureDecision, Signals as PureSignals, Weights as PureWeights};
 use pure::social::SocialMode as PureSocialMode;
-use pure::tools::ToolReply as PureToolReply;
+use pure::tools::{Tool as PureTool, ToolReply as PureToolReply};
 use pure::triage::{
     Branch as PureBranch, Input as PureTriageInput, Source as PureTriageSource, Triage as PureTriage,
     Turn as PureRecentTurn,
@@ -224,6 +224,7 @@ pair!(enum Termination, PureTermination {
     FatigueExhausted, Timeout, MaxIterations, NoActions, RepeatedAction, PlanFailed,
 });
 pair!(record ToolReply, PureToolReply { text, topic, mode, confidence, exchange_id, thread_id, source, tools });
+pair!(record Tool, PureTool { name, description, url, timeout_ms, consequential });
 
 #[cfg(test)]
 mod tests {

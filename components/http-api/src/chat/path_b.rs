@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use mneme_conversation::context::Assembled;
 use mneme_conversation::intent::Intent;
-use mneme_entry::decode;
 use mneme_entry::tool_job::{ContextSnapshot, ToolJob};
 use mneme_http::{new_id, sse};
 use mneme_types::conversation::{Action, Iteration, Taken};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::request::Exchange;
 use super::stream::Out;
@@ -26,15 +25,7 @@ const DELIVERY_MARGIN_MS: u64 = 10_000;
 
 /// The configured tools, as triage reads them: `(name, description)`.
 pub async fn configured_tools() -> Result<Vec<(String, String)>, StageError> {
-    let v: Value = decode(&act_stage::list_tools("{}".into()).await?)?;
-    Ok(v["tools"]
-        .as_array()
-        .map(|ts| {
-            ts.iter()
-                .filter_map(|t| Some((t["name"].as_str()?.to_string(), t["description"].as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default())
+    Ok(act_stage::list_tools().await?.into_iter().map(|t| (t.name, t.description)).collect())
 }
 
 /// The tools whose description is close to the message.

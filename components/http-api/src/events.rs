@@ -80,7 +80,7 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
             }
         },
     };
-    let now = crate::clock::now_ms(req.headers()).await;
+    let now = mneme_entry::clock::request_ms(req.headers()).await;
     // Check the store answers before committing to a stream.
     let first = match memory::events_after(
         json!({"after_id": after_id, "since_ms": now.saturating_sub(BACKLOG_MS), "limit": 200}).to_string(),
@@ -92,7 +92,7 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
     };
     let (mut tx, body) = spin_sdk::http::body::stream::<String>();
     spin_sdk::wasip3::spawn(async move {
-        let started = crate::clock::system_ms();
+        let started = mneme_entry::clock::system_ms();
         let mut last_id = after_id.unwrap_or(0);
         let mut last_write = started;
         if tx.send(sse::retry(3000)).await.is_err() {
@@ -108,9 +108,9 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
                     return;
                 }
                 last_id = last_id.max(id);
-                last_write = crate::clock::system_ms();
+                last_write = mneme_entry::clock::system_ms();
             }
-            let now = crate::clock::system_ms();
+            let now = mneme_entry::clock::system_ms();
             if now.saturating_sub(started) >= window_s * 1000 {
                 break;
             }
@@ -121,7 +121,7 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
                 last_write = now;
             }
             spin_sdk::time::sleep(Duration::from_millis(POLL_MS)).await;
-            let fetched = match latest_id(crate::clock::system_ms()).await {
+            let fetched = match latest_id(mneme_entry::clock::system_ms()).await {
                 Ok(latest) if latest <= last_id => Ok(Vec::new()),
                 Ok(_) => memory::events_after(json!({"after_id": last_id, "limit": 200}).to_string())
                     .await

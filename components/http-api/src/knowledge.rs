@@ -4,7 +4,8 @@
 //! the `knowledge` stage's.
 
 use crate::mneme::knowledge::knowledge;
-use crate::{Reply, clock, err, num, reply, stage_error, stage_json};
+use crate::{Reply, err, num, reply, stage_error, stage_json};
+use mneme_entry::clock;
 use mneme_http::{ApiError, json, parse_json_body};
 use mneme_knowledge::fusion::Mode;
 use mneme_time::calendar::parse_date;
@@ -83,7 +84,7 @@ fn date(v: &Value, key: &str, required: bool) -> Result<Option<String>, ApiError
 
 /// `POST /knowledge/ingest`, after the ingest token was checked.
 pub async fn ingest(req: Request) -> Reply {
-    let now = clock::now_ms(req.headers()).await;
+    let now = clock::request_ms(req.headers()).await;
     let v = match body_json(req, MAX_INGEST_BYTES).await {
         Ok(v) => v,
         Err(e) => return err(e),
@@ -225,7 +226,7 @@ fn query_text(raw: Option<&str>, name: &str) -> Result<String, ApiError> {
 }
 
 async fn retrieve(req: Request) -> Reply {
-    let now = clock::now_ms(req.headers()).await;
+    let now = clock::request_ms(req.headers()).await;
     let v = match body_json(req, 64 * 1024).await {
         Ok(v) => v,
         Err(e) => return err(e),
@@ -280,7 +281,7 @@ async fn search(q: &HashMap<String, String>) -> Reply {
 }
 
 async fn documents(req: Request) -> Reply {
-    let now = clock::now_ms(req.headers()).await;
+    let now = clock::request_ms(req.headers()).await;
     let v = match body_json(req, MAX_DOCUMENTS_BYTES).await {
         Ok(v) => v,
         Err(e) => return err(e),

@@ -30,10 +30,9 @@ spin_sdk::wit_bindgen::generate!({
     },
 });
 
-use mneme_entry::mneme;
+use mneme_entry::{clock, mneme};
 
 mod chat;
-mod clock;
 mod events;
 mod knowledge;
 mod rx;
@@ -108,7 +107,7 @@ async fn handle(req: Request) -> Reply {
         return rx::ingest(req).await;
     }
     let key = spin_sdk::variables::get("api_key").await.ok();
-    let now_s = clock::now_ms(req.headers()).await / 1000;
+    let now_s = clock::request_ms(req.headers()).await / 1000;
     if path == "/session" {
         return session::route(req, &method, key.as_deref(), now_s).await;
     }
@@ -161,7 +160,7 @@ async fn handle(req: Request) -> Reply {
                 Ok(l) => l,
                 Err(e) => return err(e),
             };
-            let now = clock::now_ms(req.headers()).await;
+            let now = clock::request_ms(req.headers()).await;
             reply(stage_json(memory::search(json!({"q": q, "limit": limit, "now_ms": now}).to_string()).await))
         }
         "/memory/search" => allowed("GET"),
@@ -186,7 +185,7 @@ async fn handle(req: Request) -> Reply {
         }
         "/memory/forget" => allowed("POST"),
         "/privacy/export" if method == Method::GET => {
-            let now = clock::now_ms(req.headers()).await;
+            let now = clock::request_ms(req.headers()).await;
             match memory::export_all(json!({"now_ms": now}).to_string()).await {
                 Ok(body) => spin_sdk::http::Response::builder()
                     .status(200)

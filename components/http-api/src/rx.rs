@@ -8,7 +8,8 @@ use crate::knowledge::{bad, body_json, known_fields};
 use crate::mneme::knowledge::knowledge;
 use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::rx::rx;
-use crate::{Reply, clock, err, num, reply, stage_error, stage_json};
+use crate::{Reply, err, num, reply, stage_error, stage_json};
+use mneme_entry::clock;
 use mneme_http::{ApiError, json};
 use mneme_rx::artifact::{self, Draft, Inputs, Source};
 use mneme_rx::door::{Door, valid_name};
@@ -40,7 +41,7 @@ pub fn handles(path: &str) -> bool {
 
 /// `POST /v1/rx/recs`, after the rx ingest token was checked.
 pub async fn ingest(req: Request) -> Reply {
-    let now = clock::now_ms(req.headers()).await;
+    let now = clock::request_ms(req.headers()).await;
     let v = match body_json(req, MAX_BODY).await {
         Ok(v) => v,
         Err(e) => return err(e),
@@ -99,7 +100,7 @@ pub async fn ingest(req: Request) -> Reply {
 pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) -> Reply {
     let method = req.method().clone();
     let allowed = |m: &str| err(ApiError::method_not_allowed(m));
-    let now = clock::now_ms(req.headers()).await;
+    let now = clock::request_ms(req.headers()).await;
     if path == "/rx/doors" || path == "/rx" {
         return match method {
             Method::GET => reply(stage_json(rx::doors("{}".into()).await)),

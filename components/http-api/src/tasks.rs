@@ -7,8 +7,9 @@
 use crate::knowledge::{bad, body_json, known_fields};
 use crate::mneme::llm::llm;
 use crate::mneme::tasks::tasks;
-use crate::{Reply, clock, err, num, reply, stage_error, stage_json};
+use crate::{Reply, err, num, reply, stage_error, stage_json};
 use mneme_background::cycle::Progress;
+use mneme_entry::clock;
 use mneme_http::{ApiError, json};
 use serde_json::{Value, json};
 use spin_sdk::http::{Method, Request, StatusCode};
@@ -22,7 +23,7 @@ pub fn handles(path: &str) -> bool {
 
 pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) -> Reply {
     let method = req.method().clone();
-    let now = clock::now_ms(req.headers()).await;
+    let now = clock::request_ms(req.headers()).await;
     if path == "/tasks" {
         return match method {
             Method::GET => {

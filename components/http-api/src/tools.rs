@@ -5,8 +5,9 @@
 
 use crate::knowledge::{bad, body_json};
 use crate::mneme::act::act;
-use crate::{Reply, clock, err, reply, stage_value};
+use crate::{Reply, err, reply, stage_value};
 use mneme_conversation::tools::Tool;
+use mneme_entry::clock;
 use mneme_http::ApiError;
 use serde_json::json;
 use spin_sdk::http::{Method, Request};
@@ -36,7 +37,7 @@ pub async fn route(req: Request, path: &str) -> Reply {
                     "a tool name is 1 to 40 lowercase letters, digits, _ and -, starts with a letter and is not an innate action",
                 ));
             }
-            let now = clock::now_ms(req.headers()).await;
+            let now = clock::request_ms(req.headers()).await;
             let config = match body_json(req, MAX_BODY).await {
                 Ok(v) => v,
                 Err(e) => return err(e),

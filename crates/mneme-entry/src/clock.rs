@@ -4,6 +4,8 @@
 
 use spin_sdk::http::HeaderMap;
 
+pub use mneme_time::clock::system_ms;
+
 /// Whether the deployment lets requests set their time.
 pub async fn test_clock_enabled() -> bool {
     spin_sdk::variables::get("test_clock").await.is_ok_and(|v| v.trim() == "true")

@@ -19,12 +19,12 @@ use serde_json::{Value, json};
 use super::path_b::{configured_tools, path_b, relevant_tools};
 use super::request::{Exchange, Message};
 use super::stream::Out;
-use crate::clock;
 use crate::mneme::commit::commit;
 use crate::mneme::context::context;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::router::router;
 use crate::mneme::triage::triage;
+use mneme_entry::clock;
 use mneme_types::StageError;
 use mneme_types::conversation::{FinishedExchange, TriageCall};
 

@@ -16,14 +16,14 @@ use serde_json::json;
 use spin_sdk::http::Request;
 use spin_sdk::http::body::IncomingBodyExt;
 
-use crate::clock;
 use crate::{Reply, err, reply};
 use flow::pipeline;
+use mneme_entry::clock;
 use request::{bad, validate};
 use stream::{Frame, Out, writer};
 
 pub async fn handle(req: Request) -> Reply {
-    let now = clock::now_ms(req.headers()).await;
+    let now = clock::request_ms(req.headers()).await;
     let bytes = match req.into_body().bytes().await {
         Ok(b) => b,
         Err(e) => return err(bad("invalid-body", format!("the body could not be read: {e:?}"))),

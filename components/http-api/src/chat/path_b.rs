@@ -13,8 +13,8 @@ use serde_json::json;
 
 use super::request::Exchange;
 use super::stream::Out;
-use crate::clock;
 use crate::mneme::act::act as act_stage;
+use mneme_entry::clock;
 use mneme_types::StageError;
 
 /// How often the stream looks for the tool worker's reply.

@@ -10,7 +10,7 @@ use futures::{SinkExt, StreamExt};
 use mneme_http::sse;
 use serde_json::{Value, json};
 
-use crate::clock;
+use mneme_entry::clock;
 
 const KEEPALIVE_MS: u64 = 15_000;
 const STILL_WORKING_MS: u64 = 20_000;

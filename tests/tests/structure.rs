@@ -1,10 +1,11 @@
 //! The shape of the code, held as issue #23 sets it: no two source files of
-//! a crate or component import each other, directly or around a circle, and
-//! no crate or component holds more than 15% of the Rust lines.
+//! a crate or component import each other, directly or around a circle; no
+//! crate or component holds more than 15% of the Rust lines; and a stage
+//! function's contract is typed WIT, not a JSON string (D-C26).
 //!
-//! Both are ratchets while #23 is under way: what breaks the rule today is
-//! listed below, a new breach fails, and so does a listed one that is gone
-//! (take it off the list, so it cannot come back).
+//! All three are ratchets while #23 is under way: what breaks the rule
+//! today is listed below, a new breach fails, and so does a listed one that
+//! is gone (take it off the list, so it cannot come back).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,64 @@ const KNOWN_CIRCLES: &[&[&str]] = &[];
 
 /// Crates and components over the 15% share. TODO(#23): none.
 const KNOWN_LARGE: &[&str] = &["crates/mneme-pipeline", "crates/mneme-runner"];
+
+/// Stage functions that still take and return JSON strings (D-C2), as
+/// `package/function`. TODO(#23): none.
+const KNOWN_JSON_FUNCS: &[&str] = &[
+    "consolidate/claim",
+    "consolidate/apply",
+    "consolidate/fail",
+    "drift/begin",
+    "drift/finish",
+    "knowledge/enqueue",
+    "knowledge/job",
+    "knowledge/claim",
+    "knowledge/prepare",
+    "knowledge/apply",
+    "knowledge/fail",
+    "knowledge/list",
+    "knowledge/get",
+    "knowledge/markdown",
+    "knowledge/vault",
+    "knowledge/patterns",
+    "knowledge/retrieve",
+    "knowledge/search",
+    "knowledge/add-documents",
+    "knowledge/delete-document",
+    "memory/recent",
+    "memory/search",
+    "memory/forget",
+    "memory/export-all",
+    "memory/delete-all",
+    "memory/events-after",
+    "memory/publish",
+    "memory/fire-reminders",
+    "memory/jobs",
+    "router/regulate",
+    "router/reflect-begin",
+    "router/reflect-finish",
+    "rx/doors",
+    "rx/put-door",
+    "rx/observe",
+    "rx/begin",
+    "rx/finish",
+    "rx/release",
+    "rx/list-recs",
+    "rx/get-rec",
+    "rx/rec-markdown",
+    "rx/ingest-rec",
+    "rx/dispose",
+    "rx/snooze",
+    "rx/vault",
+    "rx/artifacts",
+    "tasks/create",
+    "tasks/get",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/begin-cycle",
+    "tasks/checkpoint",
+    "tasks/end-cycle",
+];
 
 /// The most of the Rust lines (under `crates/*/src` and `components/*/src`)
 /// one crate or component may hold.
@@ -282,4 +341,54 @@ fn no_crate_or_component_holds_more_than_its_share() {
     let shares: Vec<String> =
         lines.iter().map(|(u, n)| format!("{u} {:.1}%", 100.0 * *n as f64 / total as f64)).collect();
     assert_eq!(large, known, "over {}% of {total} lines: {shares:#?}", MAX_SHARE * 100.0);
+}
+
+/// The functions of one WIT file whose parameters or result is a bare JSON
+/// string, as `package/function` (the WIT escape `%` dropped).
+fn json_string_funcs_in(package: &str, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("///") {
+            continue;
+        }
+        let Some((name, sig)) = line.split_once(": async func(") else { continue };
+        let sig = sig.replace(' ', "");
+        if sig.starts_with("request:string)") || sig.ends_with("->result<string,stage-error>;") {
+            out.push(format!("{package}/{}", name.trim_start_matches('%')));
+        }
+    }
+    out
+}
+
+/// Every such function declared in `wit/`.
+fn json_string_funcs() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for dir in std::fs::read_dir(repo().join("wit")).unwrap() {
+        let dir = dir.unwrap().path();
+        let package = dir.file_name().unwrap().to_string_lossy().to_string();
+        for file in std::fs::read_dir(&dir).unwrap() {
+            out.extend(json_string_funcs_in(&package, &std::fs::read_to_string(file.unwrap().path()).unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_reader_finds_json_string_functions() {
+    let wit = "    /// `{x}` -> `{y}`: a doc line: async func(request: string) -> result<string, stage-error>;\n\
+               %list: async func(request: string) -> result<string, stage-error>;\n\
+               put: async func(name: string, body: string) -> result<string, stage-error>;\n\
+               take: async func(request: string) -> result<taken, stage-error>;\n\
+               route: async func(text: string, context: assembled) -> result<routed, stage-error>;";
+    assert_eq!(json_string_funcs_in("p", wit), ["p/list", "p/put", "p/take"]);
+}
+
+#[test]
+fn no_stage_function_passes_json_beyond_the_known_ones() {
+    let found = json_string_funcs();
+    let known: BTreeSet<String> = KNOWN_JSON_FUNCS.iter().map(|s| s.to_string()).collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    let gone: Vec<_> = known.difference(&found).collect();
+    assert!(new.is_empty(), "stage functions passing JSON strings; give them WIT types (D-C26): {new:#?}");
+    assert!(gone.is_empty(), "typed now; take them off KNOWN_JSON_FUNCS: {gone:#?}");
 }

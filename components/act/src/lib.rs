@@ -17,8 +17,8 @@ use exports::mneme::act::act::Guest;
 use mneme_pipeline::act::{DispatchRequest, IterationLog};
 use mneme_pipeline::tools;
 use mneme_types::conversation::{
-    ActResult, Action, ClaimedToolJob, Conv, CorrectionRate, Delivery, Intent, Iteration, RelevantTool, Taken, Tool,
-    ToolOutcome, ToolReply,
+    ActResult, Action, ClaimedToolJob, Conv, CorrectionRate, Delivery, Intent, Iteration, JobClaim, RelevantTool,
+    Taken, Tool, ToolOutcome, ToolReply,
 };
 use mneme_types::{ErrorCode, StageError};
 
@@ -98,17 +98,12 @@ impl Guest for Stage {
         Ok(tools::critic_rate(&action_type, corrected).await?)
     }
 
-    async fn finish_tool_work(
-        job_id: i64,
-        claim: String,
-        reply: ToolReply,
-        now_ms: u64,
-    ) -> Result<Delivery, StageError> {
-        Ok(tools::finish(job_id, &claim, &reply.into(), now_ms).await?)
+    async fn finish_tool_work(job: JobClaim, reply: ToolReply, now_ms: u64) -> Result<Delivery, StageError> {
+        Ok(tools::finish(job.id, &job.claim, &reply.into(), now_ms).await?)
     }
 
-    async fn fail_tool_work(job_id: i64, claim: String, error: String, now_ms: u64) -> Result<Delivery, StageError> {
-        Ok(tools::fail(job_id, &claim, &error, now_ms).await?)
+    async fn fail_tool_work(job: JobClaim, error: String, now_ms: u64) -> Result<Delivery, StageError> {
+        Ok(tools::fail(job.id, &job.claim, &error, now_ms).await?)
     }
 
     async fn take_tool_reply(job_id: i64, request_id: String, give_up: bool, gone: bool) -> Result<Taken, StageError> {

@@ -19,7 +19,7 @@ use mneme_conversation::tools::{self as rules, CriticStep, ToolReply};
 use mneme_entry::act::{ActLoop, Origin};
 use mneme_entry::tool_job::ToolJob;
 use mneme_types::StageError;
-use mneme_types::conversation::{ClaimedToolJob, FinishedExchange, JobClaim};
+use mneme_types::conversation::{ClaimedToolJob, FinishedExchange};
 use serde_json::{Value, json};
 
 /// A claimed job is another tick's to take over after this long: above
@@ -37,18 +37,19 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let model = llm::status().await;
     let mut done = Vec::new();
     while clock().saturating_sub(started) < BUDGET_MS {
-        let Some(job) = act::claim_tool_work(clock(), LEASE_MS).await? else { break };
+        let Some(claimed) = act::claim_tool_work(clock(), LEASE_MS).await? else { break };
+        let job = &claimed.job;
         // One job's failure is that job's: it is failed (its error reaches
         // the principal) and the tick goes on; a lost claim is the other
         // worker's to finish.
-        let outcome = match run(&job, &model, &clock).await {
+        let outcome = match run(&claimed, &model, &clock).await {
             Ok(entry) => entry,
             Err(e) if e.code == mneme_types::ErrorCode::LeaseLost => {
                 json!({"job_id": job.id, "status": "lost", "error": e.message})
             }
             Err(e) => {
                 let error = format!("{}: {}", e.code, e.message);
-                let failed = act::fail_tool_work(job.id, job.claim.clone(), error.clone(), clock())
+                let failed = act::fail_tool_work(job.clone(), error.clone(), clock())
                     .await
                     .map(|d| json!(d.name()))
                     .unwrap_or(Value::Null);
@@ -61,10 +62,14 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
 }
 
 /// One job, start to finish.
-async fn run(job: &ClaimedToolJob, model: &llm::ModelStatus, clock: &impl Fn() -> u64) -> Result<Value, StageError> {
+async fn run(
+    claimed: &ClaimedToolJob,
+    model: &llm::ModelStatus,
+    clock: &impl Fn() -> u64,
+) -> Result<Value, StageError> {
     let p: ToolJob =
-        serde_json::from_str(&job.payload).map_err(|e| internal(format!("the tool job's payload: {e}")))?;
-    let claim = JobClaim { id: job.id, claim: job.claim.clone() };
+        serde_json::from_str(&claimed.payload).map_err(|e| internal(format!("the tool job's payload: {e}")))?;
+    let claim = &claimed.job;
     let (text, topic, ctx, names) = (&p.text, &p.topic, &p.context, &p.tools);
     let began = clock();
     let (mut results, mut critic_fatigue, mut escalation) = (Vec::<ActResult>::new(), 0.0, None);
@@ -157,8 +162,8 @@ async fn run(job: &ClaimedToolJob, model: &llm::ModelStatus, clock: &impl Fn() -
         source: source.into(),
         tools: results,
     };
-    let delivery = act::finish_tool_work(claim.id, claim.claim, reply.into(), clock()).await?;
-    Ok(json!({"job_id": job.id, "tools": names, "status": "done", "delivery": delivery.name(),
+    let delivery = act::finish_tool_work(claim.clone(), reply.into(), clock()).await?;
+    Ok(json!({"job_id": claim.id, "tools": names, "status": "done", "delivery": delivery.name(),
               "escalated": source == "critic-escalation"}))
 }
 

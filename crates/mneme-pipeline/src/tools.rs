@@ -14,7 +14,7 @@ use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 
 use crate::{Fail, Result, bytes_f32, embed, f32_bytes};
-use mneme_types::conversation::{ClaimedToolJob, CorrectionRate, Delivery, RelevantTool, Taken, ToolOutcome};
+use mneme_types::conversation::{ClaimedToolJob, CorrectionRate, Delivery, JobClaim, RelevantTool, Taken, ToolOutcome};
 
 /// The queue Path B's jobs wait on.
 pub const QUEUE: &str = "tool-queue";
@@ -155,8 +155,7 @@ pub async fn claim(now_ms: u64, lease_ms: u64) -> Result<Option<ClaimedToolJob>>
         return Ok(None);
     };
     Ok(Some(ClaimedToolJob {
-        id: row.i64("id")?,
-        claim: row.text("claim")?,
+        job: JobClaim { id: row.i64("id")?, claim: row.text("claim")? },
         attempts: row.i64("attempts")?,
         payload: row.text("payload")?,
     }))

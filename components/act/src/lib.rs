@@ -1,6 +1,7 @@
 //! The `act` stage (`mneme:act`): the innate actions of the ACT loop and
-//! Path B's tools. A thin adapter over `mneme_pipeline::act` and
-//! `mneme_pipeline::tools`.
+//! Path B's tools. The skills and the
+//! `cortex_iterations` log are [`skills`], Path B's registry, queue and
+//! calls [`tools`].
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/act"],
@@ -13,14 +14,16 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
+mod skills;
+mod tools;
+
 use exports::mneme::act::act::Guest;
-use mneme_pipeline::act::{DispatchRequest, IterationLog};
-use mneme_pipeline::tools;
 use mneme_types::conversation::{
     ActResult, Action, ClaimedToolJob, Conv, CorrectionRate, Delivery, Intent, Iteration, JobClaim, RelevantTool,
     Taken, Tool, ToolOutcome, ToolReply,
 };
 use mneme_types::{ErrorCode, StageError};
+use skills::{DispatchRequest, IterationLog};
 
 struct Stage;
 
@@ -33,7 +36,7 @@ impl Guest for Stage {
         per_action_timeout_ms: u64,
     ) -> Result<Vec<ActResult>, StageError> {
         let req = DispatchRequest { actions: actions.conv(), thread_id, topic, now_ms, per_action_timeout_ms };
-        Ok(mneme_pipeline::act::dispatch(req).await?.conv())
+        Ok(skills::dispatch(req).await?.conv())
     }
 
     async fn log_iteration(i: Iteration) -> Result<(), StageError> {
@@ -50,7 +53,7 @@ impl Guest for Stage {
             termination_reason: i.termination_reason.conv(),
             now_ms: i.now_ms,
         };
-        Ok(mneme_pipeline::act::log_iteration(log).await?)
+        Ok(skills::log_iteration(log).await?)
     }
 
     async fn put_tool(name: String, config: String, allowed_host: String, now_ms: u64) -> Result<Tool, StageError> {

@@ -1,5 +1,5 @@
-//! The `commit` stage (`mneme:commit`): Phase D. A thin adapter over
-//! `mneme_pipeline::commit`.
+//! The `commit` stage (`mneme:commit`): Phase D, the exchange's rows
+//! in one transaction ([`exchange`]).
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/commit"],
@@ -12,6 +12,8 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
+mod exchange;
+
 use exports::mneme::commit::commit::Guest;
 use mneme_types::StageError;
 use mneme_types::conversation::{Committed, FinishedExchange};
@@ -20,7 +22,7 @@ struct Stage;
 
 impl Guest for Stage {
     async fn commit(exchange: FinishedExchange) -> Result<Committed, StageError> {
-        Ok(mneme_pipeline::commit::commit(exchange).await?)
+        Ok(exchange::commit(exchange).await?)
     }
 }
 

@@ -1,5 +1,5 @@
-//! The `context` stage (`mneme:context`): Phase A, context assembly. A thin
-//! adapter over `mneme_pipeline::context`.
+//! The `context` stage (`mneme:context`): Phase A, context assembly
+//! ([`assemble`]). The rules are `mneme-conversation`'s.
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/context"],
@@ -12,8 +12,10 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
+mod assemble;
+
+use assemble::Request;
 use exports::mneme::context::context::Guest;
-use mneme_pipeline::context::{Request, assemble};
 use mneme_types::StageError;
 use mneme_types::conversation::Assembled;
 
@@ -21,7 +23,7 @@ struct Stage;
 
 impl Guest for Stage {
     async fn assemble(thread_id: String, text: String, now_ms: u64, light: bool) -> Result<Assembled, StageError> {
-        Ok(assemble(Request { thread_id, text, now_ms, light }).await?.into())
+        Ok(assemble::assemble(Request { thread_id, text, now_ms, light }).await?.into())
     }
 }
 

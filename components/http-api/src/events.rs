@@ -82,12 +82,8 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
     };
     let now = mneme_entry::clock::request_ms(req.headers()).await;
     // Check the store answers before committing to a stream.
-    let first = match memory::events_after(
-        json!({"after_id": after_id, "since_ms": now.saturating_sub(BACKLOG_MS), "limit": 200}).to_string(),
-    )
-    .await
-    {
-        Ok(body) => serde_json::from_str::<Vec<Value>>(&body).unwrap_or_default(),
+    let first = match memory::events_after(after_id, now.saturating_sub(BACKLOG_MS), 200).await {
+        Ok(events) => events,
         Err(e) => return err(ApiError::from_stage(e.code.name(), e.message)),
     };
     let (mut tx, body) = spin_sdk::http::body::stream::<String>();
@@ -101,9 +97,9 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
         let mut batch = first;
         loop {
             for ev in &batch {
-                let id = ev["id"].as_i64().unwrap_or(last_id);
-                let kind = ev["type"].as_str().unwrap_or("notification");
-                let data = json!({"id": id, "type": kind, "payload": ev["payload"], "created_ms": ev["created_ms"]});
+                let (id, kind) = (ev.id, ev.kind.as_str());
+                let payload = serde_json::from_str::<Value>(&ev.payload).unwrap_or(Value::Null);
+                let data = json!({"id": id, "type": kind, "payload": payload, "created_ms": ev.created_ms});
                 if tx.send(sse::event_with_id(id as u64, kind, &data.to_string())).await.is_err() {
                     return;
                 }
@@ -123,9 +119,7 @@ pub async fn handle(req: &Request, query: &HashMap<String, String>) -> Reply {
             spin_sdk::time::sleep(Duration::from_millis(POLL_MS)).await;
             let fetched = match latest_id(mneme_entry::clock::system_ms()).await {
                 Ok(latest) if latest <= last_id => Ok(Vec::new()),
-                Ok(_) => memory::events_after(json!({"after_id": last_id, "limit": 200}).to_string())
-                    .await
-                    .map(|body| serde_json::from_str::<Vec<Value>>(&body).unwrap_or_default()),
+                Ok(_) => memory::events_after(Some(last_id), 0, 200).await,
                 Err(e) => Err(e),
             };
             batch = match fetched {

@@ -16,6 +16,9 @@ spin_sdk::wit_bindgen::generate!({
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
         "mneme:types/conversation@0.1.0": mneme_types::conversation,
+        "mneme:types/tasks@0.1.0": mneme_types::tasks,
+        "mneme:types/routing@0.1.0": mneme_types::routing,
+        "mneme:types/memory@0.1.0": mneme_types::memory,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
         "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
         "mneme:context/context@0.1.0": mneme_entry::mneme::context::context,
@@ -44,6 +47,7 @@ use mneme::memory::memory;
 use mneme::store::store;
 use mneme_http::{ApiError, json};
 use mneme_types::StageError;
+use mneme_types::memory::{FactKey, ForgetScope, Forgotten, Job, MemoryHit};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use spin_sdk::http_service;
@@ -144,9 +148,7 @@ async fn handle(req: Request) -> Reply {
                 Ok(l) => l,
                 Err(e) => return err(e),
             };
-            reply(stage_json(
-                memory::recent(json!({"thread_id": query.get("thread_id"), "limit": limit}).to_string()).await,
-            ))
+            reply(stage_value(memory::recent(query.get("thread_id").cloned(), limit).await))
         }
         "/conversation/recent" => allowed("GET"),
         "/memory/search" if method == Method::GET => {
@@ -161,7 +163,10 @@ async fn handle(req: Request) -> Reply {
                 Err(e) => return err(e),
             };
             let now = clock::request_ms(req.headers()).await;
-            reply(stage_json(memory::search(json!({"q": q, "limit": limit, "now_ms": now}).to_string()).await))
+            let found = memory::search(q.clone(), limit, now).await;
+            reply(stage_value(
+                found.map(|hits| json!({"query": q, "results": hits.into_iter().map(memory_hit).collect::<Vec<_>>()})),
+            ))
         }
         "/memory/search" => allowed("GET"),
         "/memory/forget" if method == Method::POST => {
@@ -181,12 +186,16 @@ async fn handle(req: Request) -> Reply {
                     return err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", format!("`{k}` must be a string")));
                 }
             }
-            reply(stage_json(memory::forget(v.to_string()).await))
+            let scope = match forget_scope(&v) {
+                Ok(s) => s,
+                Err(e) => return err(e),
+            };
+            reply(stage_value(memory::forget(scope).await.map(|f| json!({"forgotten": forgotten(f)}))))
         }
         "/memory/forget" => allowed("POST"),
         "/privacy/export" if method == Method::GET => {
             let now = clock::request_ms(req.headers()).await;
-            match memory::export_all(json!({"now_ms": now}).to_string()).await {
+            match memory::export_all(now).await {
                 Ok(body) => spin_sdk::http::Response::builder()
                     .status(200)
                     .header("content-type", "application/json")
@@ -206,7 +215,7 @@ async fn handle(req: Request) -> Reply {
                     "deleting everything cannot be undone; repeat with ?confirm=true",
                 ));
             }
-            reply(stage_json(memory::delete_all("{}".into()).await))
+            reply(stage_value(memory::delete_all().await.map(|d| json!({"deleted": d}))))
         }
         "/privacy/delete-all" => allowed("DELETE"),
         "/jobs" if method == Method::GET => {
@@ -214,16 +223,62 @@ async fn handle(req: Request) -> Reply {
                 Ok(l) => l,
                 Err(e) => return err(e),
             };
-            reply(stage_json(
-                memory::jobs(
-                    json!({"queue": query.get("queue"), "status": query.get("status"), "limit": limit}).to_string(),
-                )
-                .await,
-            ))
+            let jobs = memory::jobs(query.get("queue").cloned(), query.get("status").cloned(), limit).await;
+            reply(stage_value(jobs.map(|jobs| jobs.into_iter().map(job).collect::<Vec<_>>())))
         }
         "/jobs" => allowed("GET"),
         _ => err(ApiError::not_found(format!("no endpoint at {path}"))),
     }
+}
+
+/// What `POST /memory/forget` asks to forget.
+fn forget_scope(v: &Value) -> Result<ForgetScope, ApiError> {
+    let field = |k: &str| v.get(k).and_then(Value::as_str).map(String::from);
+    let needs = |scope: &str, k: &str| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid", format!("scope `{scope}` needs `{k}`"))
+    };
+    match v["scope"].as_str().unwrap_or_default() {
+        "exchange" => field("id").map(ForgetScope::Exchange).ok_or_else(|| needs("exchange", "id")),
+        "fact" => {
+            let key = field("key").ok_or_else(|| needs("fact", "key"))?;
+            Ok(ForgetScope::Fact(FactKey { key, topic: field("topic") }))
+        }
+        "topic" => field("topic").map(ForgetScope::Topic).ok_or_else(|| needs("topic", "topic")),
+        other => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            format!("unknown scope `{other}` (exchange, fact or topic)"),
+        )),
+    }
+}
+
+/// What was forgotten, as the client reads it: the counts of the scope.
+fn forgotten(f: Forgotten) -> Value {
+    match f {
+        Forgotten::Exchanges(n) => json!({"exchanges": n}),
+        Forgotten::Facts(n) => json!({"facts": n}),
+        Forgotten::Topic(t) => json!({"exchanges": t.exchanges, "memory_keys": t.memory_keys, "topic": t.topic}),
+    }
+}
+
+/// A memory search hit as the client reads it: its kind beside its fields.
+fn memory_hit(h: MemoryHit) -> Value {
+    let (kind, mut v) = match h {
+        MemoryHit::Exchange(x) => ("exchange", json!(x)),
+        MemoryHit::Fact(x) => ("fact", json!(x)),
+        MemoryHit::Gist(x) => ("gist", json!(x)),
+        MemoryHit::UserTrait(x) => ("trait", json!(x)),
+    };
+    v["kind"] = json!(kind);
+    v
+}
+
+/// A queued job as `GET /jobs` shows it, its payload as the JSON it is.
+fn job(j: Job) -> Value {
+    json!({
+        "id": j.id, "queue": j.queue, "ref": j.reference, "payload": serde_json::from_str::<Value>(&j.payload).unwrap_or(Value::Null),
+        "status": j.status, "attempts": j.attempts, "created_ms": j.created_ms, "updated_ms": j.updated_ms,
+    })
 }
 
 pub fn stage_error(e: StageError) -> spin_sdk::http::Response<String> {

@@ -7,10 +7,12 @@
 use crate::knowledge::{bad, body_json, known_fields};
 use crate::mneme::llm::llm;
 use crate::mneme::tasks::tasks;
-use crate::{Reply, err, num, reply, stage_error, stage_json};
+use crate::{Reply, err, num, reply, stage_error, stage_value};
 use mneme_background::cycle::Progress;
+use mneme_background::tasks::State;
 use mneme_entry::clock;
 use mneme_http::{ApiError, json};
+use mneme_types::tasks::{NewTask, TaskState};
 use serde_json::{Value, json};
 use spin_sdk::http::{Method, Request, StatusCode};
 use std::collections::HashMap;
@@ -31,7 +33,11 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
                     Ok(l) => l,
                     Err(e) => return err(e),
                 };
-                reply(stage_json(tasks::list(json!({"status": query.get("status"), "limit": limit}).to_string()).await))
+                let status = match query.get("status").map(|s| state(s)).transpose() {
+                    Ok(s) => s,
+                    Err(e) => return err(e),
+                };
+                reply(stage_value(tasks::list(status, limit).await.map(|tasks| json!({"tasks": tasks}))))
             }
             Method::POST => create(req, now).await,
             _ => err(ApiError::method_not_allowed("GET, POST")),
@@ -42,8 +48,8 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
         return err(ApiError::not_found(format!("no endpoint at {path}")));
     }
     match method {
-        Method::GET => reply(stage_json(tasks::get(json!({"id": id}).to_string()).await)),
-        Method::DELETE => reply(stage_json(tasks::cancel(json!({"id": id, "now_ms": now}).to_string()).await)),
+        Method::GET => reply(stage_value(tasks::get(id.to_string()).await)),
+        Method::DELETE => reply(stage_value(tasks::cancel(id.to_string(), now).await)),
         _ => err(ApiError::method_not_allowed("GET, DELETE")),
     }
 }
@@ -68,31 +74,30 @@ async fn create(req: Request, now: u64) -> Reply {
         if v.get("priority").is_some_and(|p| !p.is_null() && p.as_i64().is_none()) {
             return Err(bad("invalid", "`priority` is an integer from 1 (most urgent) to 10"));
         }
-        Ok(goal.to_string())
+        Ok((goal.to_string(), v.get("priority").and_then(Value::as_i64)))
     })();
-    let goal = match checked {
+    let (goal, priority) = match checked {
         Ok(g) => g,
         Err(e) => return err(e),
     };
-    // The stage checks the goal's length and the priority's range; check
-    // them first here too, so a bad request never costs a model call.
-    let probe = tasks::create(
-        json!({"goal": goal, "priority": v.get("priority"), "progress": Progress::default(), "now_ms": now,
-               "dry_run": true})
-        .to_string(),
-    )
-    .await;
-    if let Err(e) = probe {
+    // The stage checks the goal's length, the priority's range and whether
+    // the goal is taken on; ask first, so a refused goal never costs a
+    // model call.
+    if let Err(e) = tasks::admit(goal.clone(), priority).await {
         return reply(stage_error(e));
     }
     let mut progress = Progress::default();
     mneme_entry::tasks::decompose(&goal, &llm::status().await, &mut progress).await;
-    match tasks::create(
-        json!({"goal": goal, "priority": v.get("priority"), "progress": progress, "now_ms": now}).to_string(),
-    )
-    .await
-    {
-        Ok(body) => reply(json(StatusCode::CREATED, &serde_json::from_str::<Value>(&body).unwrap_or(Value::Null))),
+    match tasks::create(NewTask { goal, priority, progress: progress.into(), now_ms: now }).await {
+        Ok(task) => reply(json(StatusCode::CREATED, &task)),
         Err(e) => reply(stage_error(e)),
     }
+}
+
+/// A `status` filter's task state.
+fn state(name: &str) -> Result<TaskState, ApiError> {
+    State::parse(name).map(Into::into).ok_or_else(|| {
+        let names: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
+        bad("invalid", format!("`status` is one of {}", names.join(", ")))
+    })
 }

@@ -1,5 +1,7 @@
 //! The `memory` stage (`mneme:memory`): what the principal sees and controls
-//! of their memory. A thin adapter over `mneme_pipeline::memory`.
+//! of their memory. [`read`] answers recent exchanges, search, the event log
+//! and the job queue; [`privacy`] forgets, exports and deletes;
+//! [`reminders`] fires the reminders that are due.
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/memory"],
@@ -7,66 +9,48 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/memory@0.1.0": mneme_types::memory,
     },
     generate_all,
 });
 
+mod privacy;
+mod read;
+mod reminders;
+
 use exports::mneme::memory::memory::Guest;
-use mneme_pipeline::{Fail, run};
 use mneme_types::StageError;
+use mneme_types::memory::{Deleted, Event, ForgetScope, Forgotten, Job, MemoryHit, RecentExchanges};
 
 struct Stage;
 
-fn err(f: Fail) -> StageError {
-    f.into()
-}
-
-use mneme_pipeline::memory as m;
-
-#[derive(serde::Deserialize)]
-struct Now {
-    now_ms: u64,
-}
-
 impl Guest for Stage {
-    async fn recent(request: String) -> Result<String, StageError> {
-        run(&request, m::recent).await.map_err(err)
+    async fn recent(thread_id: Option<String>, limit: u32) -> Result<RecentExchanges, StageError> {
+        Ok(read::recent(thread_id, limit).await?)
     }
-
-    async fn search(request: String) -> Result<String, StageError> {
-        run(&request, m::search).await.map_err(err)
+    async fn search(query: String, limit: u32, now_ms: u64) -> Result<Vec<MemoryHit>, StageError> {
+        Ok(read::search(&query, limit, now_ms).await?)
     }
-
-    async fn forget(request: String) -> Result<String, StageError> {
-        run(&request, m::forget).await.map_err(err)
+    async fn forget(scope: ForgetScope) -> Result<Forgotten, StageError> {
+        Ok(privacy::forget(scope).await?)
     }
-
-    async fn export_all(request: String) -> Result<String, StageError> {
-        run(&request, async |n: Now| m::export(n.now_ms).await).await.map_err(err)
+    async fn export_all(now_ms: u64) -> Result<String, StageError> {
+        Ok(privacy::export(now_ms).await?)
     }
-
-    async fn delete_all(request: String) -> Result<String, StageError> {
-        run(&request, async |_: serde_json::Value| m::delete_all().await).await.map_err(err)
+    async fn delete_all() -> Result<Deleted, StageError> {
+        Ok(privacy::delete_all().await?)
     }
-
+    async fn events_after(after_id: Option<i64>, since_ms: u64, limit: u32) -> Result<Vec<Event>, StageError> {
+        Ok(read::events_after(after_id, since_ms, limit).await?)
+    }
     async fn latest_event_id() -> Result<i64, StageError> {
-        m::latest_event_id().await.map_err(err)
+        Ok(read::latest_event_id().await?)
     }
-
-    async fn events_after(request: String) -> Result<String, StageError> {
-        run(&request, m::events_after).await.map_err(err)
+    async fn fire_reminders(now_ms: u64) -> Result<u32, StageError> {
+        Ok(reminders::fire(now_ms).await?)
     }
-
-    async fn publish(request: String) -> Result<String, StageError> {
-        run(&request, m::publish).await.map_err(err)
-    }
-
-    async fn fire_reminders(request: String) -> Result<String, StageError> {
-        run(&request, async |n: Now| m::fire_reminders(n.now_ms).await).await.map_err(err)
-    }
-
-    async fn jobs(request: String) -> Result<String, StageError> {
-        run(&request, m::jobs).await.map_err(err)
+    async fn jobs(queue: Option<String>, status: Option<String>, limit: u32) -> Result<Vec<Job>, StageError> {
+        Ok(read::jobs(queue, status, limit).await?)
     }
 }
 

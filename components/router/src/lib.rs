@@ -1,5 +1,6 @@
-//! The `router` stage (`mneme:router`): the mode router. A thin adapter over
-//! `mneme_pipeline::router`.
+//! The `router` stage (`mneme:router`): the mode router. Routing and its log
+//! ([`route`]); the routing stability regulator and routing reflection
+//! ([`regulator`]).
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/router"],
@@ -8,21 +9,21 @@ spin_sdk::wit_bindgen::generate!({
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
         "mneme:types/conversation@0.1.0": mneme_types::conversation,
+        "mneme:types/routing@0.1.0": mneme_types::routing,
     },
     generate_all,
 });
 
+mod regulator;
+mod route;
+
 use exports::mneme::router::router::Guest;
-use mneme_pipeline::router::{RecordRequest, RouteRequest};
-use mneme_pipeline::{Fail, run};
 use mneme_types::StageError;
 use mneme_types::conversation::{Assembled, Intent, Mode, Recorded, Routed};
+use mneme_types::routing::{ReflectionStart, ReflectionsStored, Regulation, Review};
+use route::{RecordRequest, RouteRequest};
 
 struct Stage;
-
-fn err(f: Fail) -> StageError {
-    f.into()
-}
 
 impl Guest for Stage {
     async fn route(
@@ -39,7 +40,7 @@ impl Guest for Stage {
             previous_mode: previous_mode.map(Into::into),
             skip_tiebreaker,
         };
-        Ok(mneme_pipeline::router::route(req).await?)
+        Ok(route::route(req).await?)
     }
 
     async fn record_decision(
@@ -52,19 +53,17 @@ impl Guest for Stage {
         now_ms: u64,
     ) -> Result<Recorded, StageError> {
         let req = RecordRequest { routed, tiebreak_answer, exchange_id, thread_id, topic, routing_time_ms, now_ms };
-        Ok(mneme_pipeline::router::record(req).await?)
+        Ok(route::record(req).await?)
     }
 
-    async fn regulate(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::regulator::regulate).await.map_err(err)
+    async fn regulate(now_ms: u64) -> Result<Regulation, StageError> {
+        Ok(regulator::regulate(now_ms).await?)
     }
-
-    async fn reflect_begin(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::regulator::reflect_begin).await.map_err(err)
+    async fn reflect_begin(now_ms: u64, lease_ms: u64, seed: u64) -> Result<ReflectionStart, StageError> {
+        Ok(regulator::reflect_begin(now_ms, lease_ms, seed).await?)
     }
-
-    async fn reflect_finish(request: String) -> Result<String, StageError> {
-        run(&request, mneme_pipeline::regulator::reflect_finish).await.map_err(err)
+    async fn reflect_finish(claim: String, now_ms: u64, reviews: Vec<Review>) -> Result<ReflectionsStored, StageError> {
+        Ok(regulator::reflect_finish(&claim, now_ms, reviews).await?)
     }
 }
 

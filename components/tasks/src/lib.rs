@@ -1,5 +1,8 @@
-//! The `tasks` stage (`mneme:tasks`): a thin adapter over
-//! `mneme_pipeline::tasks`.
+//! The `tasks` stage (`mneme:tasks`): the principal's persistent tasks
+//! (002 §7) and the worker's claims on them. The rules are
+//! `mneme-background`'s; the worker's cycle runs in the tick entry, which
+//! can call the model and the ACT stage, between `begin-cycle`,
+//! `checkpoint` and `end-cycle` here ([`store`]).
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/tasks"],
@@ -7,42 +10,49 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/tasks@0.1.0": mneme_types::tasks,
     },
     generate_all,
 });
 
+mod store;
+
 use exports::mneme::tasks::tasks::Guest;
-use mneme_pipeline::tasks as t;
-use mneme_pipeline::{Fail, run};
 use mneme_types::StageError;
+use mneme_types::tasks::{Begun, Closed, CycleClose, NewTask, Progress, Task, TaskState};
 
 struct Stage;
 
-fn err(f: Fail) -> StageError {
-    f.into()
-}
-
 impl Guest for Stage {
-    async fn create(request: String) -> Result<String, StageError> {
-        run(&request, t::create).await.map_err(err)
+    async fn admit(goal: String, priority: Option<i64>) -> Result<(), StageError> {
+        Ok(store::admit(&goal, priority).await?)
     }
-    async fn get(request: String) -> Result<String, StageError> {
-        run(&request, t::get).await.map_err(err)
+    async fn create(task: NewTask) -> Result<Task, StageError> {
+        Ok(store::create(task).await?)
     }
-    async fn list(request: String) -> Result<String, StageError> {
-        run(&request, t::list).await.map_err(err)
+    async fn get(id: String) -> Result<Task, StageError> {
+        Ok(store::get(&id).await?)
     }
-    async fn cancel(request: String) -> Result<String, StageError> {
-        run(&request, t::cancel).await.map_err(err)
+    async fn list(status: Option<TaskState>, limit: u32) -> Result<Vec<Task>, StageError> {
+        Ok(store::list(status, limit).await?)
     }
-    async fn begin_cycle(request: String) -> Result<String, StageError> {
-        run(&request, t::begin_cycle).await.map_err(err)
+    async fn cancel(id: String, now_ms: u64) -> Result<Task, StageError> {
+        Ok(store::cancel(&id, now_ms).await?)
     }
-    async fn checkpoint(request: String) -> Result<String, StageError> {
-        run(&request, t::checkpoint).await.map_err(err)
+    async fn begin_cycle(now_ms: u64, lease_ms: u64) -> Result<Begun, StageError> {
+        Ok(store::begin_cycle(now_ms, lease_ms).await?)
     }
-    async fn end_cycle(request: String) -> Result<String, StageError> {
-        run(&request, t::end_cycle).await.map_err(err)
+    async fn checkpoint(
+        id: String,
+        claim: String,
+        progress: Progress,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<(), StageError> {
+        Ok(store::checkpoint(&id, &claim, progress.into(), now_ms, lease_ms).await?)
+    }
+    async fn end_cycle(close: CycleClose) -> Result<Closed, StageError> {
+        Ok(store::end_cycle(close).await?)
     }
 }
 

@@ -9,10 +9,10 @@
 
 use crate::mneme::consolidate::consolidate;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::parse;
 use mneme_background::consolidate::{self as rules, EpisodeBrief, Exchange};
 use mneme_background::cycle::RULES_LABEL;
 use mneme_types::StageError;
+use mneme_types::consolidation::{JobInput, JobOutput};
 use serde_json::{Value, json};
 
 /// A claimed job is someone else's to take over after this long.
@@ -27,37 +27,28 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let model = llm::status().await;
     let mut done = Vec::new();
     while clock().saturating_sub(started) < BUDGET_MS {
-        let claimed = parse(&consolidate::claim(json!({"now_ms": clock(), "lease_ms": LEASE_MS}).to_string()).await?);
-        let Some(job) = claimed.get("job").filter(|j| !j.is_null()).cloned() else { break };
-        let (id, queue) = (job["id"].clone(), job["queue"].as_str().unwrap_or_default().to_string());
-        let claim = job["claim"].as_str().unwrap_or_default().to_string();
-        let input = claimed["input"].clone();
-        let outcome = match consolidation(&queue, &input, &model).await {
-            Ok((output, source)) => consolidate::apply(
-                json!({"job_id": id, "claim": claim, "queue": queue, "source": source, "input": input,
-                       "output": output, "now_ms": clock()})
-                .to_string(),
-            )
-            .await
-            .map(|s| json!({"job_id": id, "queue": queue, "status": "done", "result": parse(&s)}))
-            .map_err(|e| (format!("{}: {}", e.code, e.message), e.code != mneme_types::ErrorCode::LeaseLost)),
+        let Some(job) = consolidate::claim(clock(), LEASE_MS).await? else { break };
+        let queue = queue(&job.input);
+        let outcome = match consolidation(job.input, &model).await {
+            Ok((output, source)) => consolidate::apply(job.id, job.claim.clone(), output, source, clock())
+                .await
+                .map(|s| json!({"job_id": job.id, "queue": queue, "status": "done", "result": s}))
+                .map_err(|e| (format!("{}: {}", e.code, e.message), e.code != mneme_types::ErrorCode::LeaseLost)),
             Err(error) => Err((error, true)),
         };
         let entry = match outcome {
             Ok(entry) => entry,
             Err((error, retry)) => {
                 let status = if retry {
-                    consolidate::fail(
-                        json!({"job_id": id, "claim": claim, "error": error, "retry": true, "now_ms": clock()})
-                            .to_string(),
-                    )
-                    .await
-                    .map(|s| parse(&s)["status"].clone())
-                    .unwrap_or(Value::Null)
+                    consolidate::fail(job.id, job.claim, error.clone(), true, clock())
+                        .await
+                        .ok()
+                        .flatten()
+                        .map_or(Value::Null, |s| json!(s))
                 } else {
                     json!("lost")
                 };
-                json!({"job_id": id, "queue": queue, "status": status, "error": error})
+                json!({"job_id": job.id, "queue": queue, "status": status, "error": error})
             }
         };
         done.push(entry);
@@ -65,49 +56,53 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     Ok(json!({"jobs": done}))
 }
 
-/// The job's output and what produced it; null output when its input is
-/// gone (a forgotten exchange).
-async fn consolidation(queue: &str, input: &Value, model: &llm::ModelStatus) -> Result<(Value, String), String> {
-    if input.is_null() {
-        return Ok((Value::Null, "none".into()));
-    }
-    let text = |k: &str| input[k].as_str().unwrap_or_default().to_string();
-    match queue {
-        rules::CHUNKER_QUEUE => {
-            let (topic, prompt, response) = (text("topic"), text("prompt"), text("response"));
-            if !model.configured {
-                return Ok((json!(rules::rule_chunk(&prompt)), RULES_LABEL.into()));
-            }
-            let (answer, name) = ask(rules::CHUNKER_PROMPT, rules::chunker_message(&topic, &prompt, &response)).await?;
-            let chunk = rules::parse_chunk(&answer).map_err(|e| format!("the chunker's answer: {e}"))?;
-            Ok((json!(chunk), name))
-        }
-        rules::EPISODIC_QUEUE => {
-            let topic = text("topic");
-            let exchanges: Vec<Exchange> = decode(input, "exchanges")?;
-            if !model.configured {
-                return Ok((json!(rules::rule_episode(&topic, &exchanges)), RULES_LABEL.into()));
-            }
-            let (answer, name) = ask(rules::EPISODE_PROMPT, rules::episode_message(&topic, &exchanges)).await?;
-            let episode = rules::parse_episode(&answer).map_err(|e| format!("the episode builder's answer: {e}"))?;
-            Ok((json!(episode), name))
-        }
-        _ => {
-            let episodes: Vec<EpisodeBrief> = decode(input, "episodes")?;
-            if !model.configured {
-                return Ok((json!(rules::rule_semantic(&episodes)), RULES_LABEL.into()));
-            }
-            let known: Vec<String> = decode(input, "known")?;
-            let (answer, name) = ask(rules::SEMANTIC_PROMPT, rules::semantic_message(&episodes, &known)).await?;
-            let s =
-                rules::parse_semantic(&answer, &episodes).map_err(|e| format!("semantic extraction's answer: {e}"))?;
-            Ok((json!(s), name))
-        }
+/// The queue a job came from.
+fn queue(input: &JobInput) -> &'static str {
+    match input {
+        JobInput::Chunk(_) => rules::CHUNKER_QUEUE,
+        JobInput::Episode(_) => rules::EPISODIC_QUEUE,
+        JobInput::Semantic(_) => rules::SEMANTIC_QUEUE,
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(input: &Value, key: &str) -> Result<T, String> {
-    serde_json::from_value(input[key].clone()).map_err(|e| format!("the job's input `{key}`: {e}"))
+/// The job's output and what produced it; gone when its input is (a
+/// forgotten exchange).
+async fn consolidation(input: JobInput, model: &llm::ModelStatus) -> Result<(JobOutput, String), String> {
+    let gone = || Ok((JobOutput::Gone, "none".to_string()));
+    match input {
+        JobInput::Chunk(None) | JobInput::Episode(None) | JobInput::Semantic(None) => gone(),
+        JobInput::Chunk(Some(c)) => {
+            if !model.configured {
+                let chunk = rules::rule_chunk(&c.prompt).into();
+                return Ok((JobOutput::Chunk((c, chunk)), RULES_LABEL.into()));
+            }
+            let (answer, name) =
+                ask(rules::CHUNKER_PROMPT, rules::chunker_message(&c.topic, &c.prompt, &c.response)).await?;
+            let chunk = rules::parse_chunk(&answer).map_err(|e| format!("the chunker's answer: {e}"))?;
+            Ok((JobOutput::Chunk((c, chunk.into())), name))
+        }
+        JobInput::Episode(Some(ep)) => {
+            let exchanges: Vec<Exchange> = ep.exchanges.iter().cloned().map(Into::into).collect();
+            if !model.configured {
+                let draft = rules::rule_episode(&ep.topic, &exchanges).into();
+                return Ok((JobOutput::Episode((ep, draft)), RULES_LABEL.into()));
+            }
+            let (answer, name) = ask(rules::EPISODE_PROMPT, rules::episode_message(&ep.topic, &exchanges)).await?;
+            let draft = rules::parse_episode(&answer).map_err(|e| format!("the episode builder's answer: {e}"))?;
+            Ok((JobOutput::Episode((ep, draft.into())), name))
+        }
+        JobInput::Semantic(Some(s)) => {
+            let episodes: Vec<EpisodeBrief> = s.episodes.iter().cloned().map(Into::into).collect();
+            if !model.configured {
+                let extracted = rules::rule_semantic(&episodes).into();
+                return Ok((JobOutput::Semantic((s, extracted)), RULES_LABEL.into()));
+            }
+            let (answer, name) = ask(rules::SEMANTIC_PROMPT, rules::semantic_message(&episodes, &s.known)).await?;
+            let extracted =
+                rules::parse_semantic(&answer, &episodes).map_err(|e| format!("semantic extraction's answer: {e}"))?;
+            Ok((JobOutput::Semantic((s, extracted.into())), name))
+        }
+    }
 }
 
 /// One light-model call in JSON mode; the answer and the model's name.

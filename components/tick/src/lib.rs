@@ -19,6 +19,10 @@ spin_sdk::wit_bindgen::generate!({
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
         "mneme:types/conversation@0.1.0": mneme_types::conversation,
+        "mneme:types/tasks@0.1.0": mneme_types::tasks,
+        "mneme:types/routing@0.1.0": mneme_types::routing,
+        "mneme:types/memory@0.1.0": mneme_types::memory,
+        "mneme:types/consolidation@0.1.0": mneme_types::consolidation,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
         "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
         "mneme:memory/memory@0.1.0": mneme_entry::mneme::memory::memory,
@@ -66,9 +70,7 @@ async fn handle(req: Request) -> impl IntoResponse {
         "heartbeat" => store::heartbeat("heartbeat".into(), started).await.map(|n| json!({ "beats": n })),
         "reminders" => {
             let now = clock(&req).await;
-            memory::fire_reminders(json!({ "now_ms": now }).to_string())
-                .await
-                .map(|r| serde_json::from_str(&r).unwrap_or(serde_json::Value::Null))
+            memory::fire_reminders(now).await.map(|fired| json!({ "fired": fired }))
         }
         "knowledge" => {
             // Under the test clock every step of the drain sees the

@@ -7,9 +7,9 @@
 
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::router::router;
-use crate::parse;
 use mneme_background::regulator::{self as rules, parse_reflection};
 use mneme_types::StageError;
+use mneme_types::routing::{ReflectionBusy, ReflectionStart, Regulation, Review};
 use serde_json::{Value, json};
 
 /// The batch's claim outlasts five model calls.
@@ -17,22 +17,40 @@ pub const LEASE_MS: u64 = 300_000;
 const MODEL_TIMEOUT_MS: u32 = 45_000;
 
 pub async fn regulate(now: u64) -> Result<Value, StageError> {
-    Ok(parse(&router::regulate(json!({"now_ms": now}).to_string()).await?))
+    Ok(match router::regulate(now).await? {
+        Regulation::NotDue(next_ms) => json!({"due": false, "next_ms": next_ms}),
+        Regulation::Ran(d) => json!({
+            "due": true, "metrics": d.metrics, "dimension": d.dimension, "judged": d.judged, "change": d.change,
+            "no_change": d.no_change, "next_ms": d.next_ms,
+        }),
+    })
 }
 
 pub async fn reflect(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Value, StageError> {
     if !llm::status().await.configured {
         return Ok(json!({"due": false, "reason": "no model configured: routing reflection needs the strong model"}));
     }
-    let begun =
-        parse(&router::reflect_begin(json!({"now_ms": now, "lease_ms": LEASE_MS, "seed": seed}).to_string()).await?);
-    let Some(claim) = begun["claim"].as_str().map(String::from) else { return Ok(begun) };
-    let mut results = Vec::new();
+    let batch = match router::reflect_begin(now, LEASE_MS, seed).await? {
+        ReflectionStart::Busy(ReflectionBusy::QueuesBusy) => return Ok(json!({"due": false, "reason": "queues busy"})),
+        ReflectionStart::Busy(ReflectionBusy::InConversation) => {
+            return Ok(json!({"due": false, "reason": "in conversation"}));
+        }
+        ReflectionStart::NotDue(n) => {
+            let why = if n.held { "another batch is under review" } else { "not due yet" };
+            return Ok(json!({"due": false, "reason": why, "next_ms": n.at_ms}));
+        }
+        ReflectionStart::NothingToReview => return Ok(json!({"due": true, "decisions": []})),
+        ReflectionStart::Batch(b) => b,
+    };
+    let mut reviews = Vec::new();
     let mut report = Vec::new();
-    for d in begun["decisions"].as_array().into_iter().flatten() {
+    for d in &batch.decisions {
+        // The model reads the decision as JSON (prompts/routing-reflection.md).
+        let input =
+            serde_json::to_string(d).map_err(|e| mneme_types::StageError::internal(format!("a decision: {e}")))?;
         let answer = llm::complete(CompletionRequest {
             tier: Tier::Primary,
-            messages: mneme_entry::model::system_user(rules::REFLECTION_PROMPT, d.to_string()),
+            messages: mneme_entry::model::system_user(rules::REFLECTION_PROMPT, input),
             max_tokens: Some(600),
             temperature: Some(rules::REFLECTION_TEMPERATURE),
             json: true,
@@ -46,12 +64,14 @@ pub async fn reflect(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Val
             },
             Err(e) => (None, String::new(), Some(format!("{}: {}", e.code, e.message))),
         };
-        report.push(json!({"id": d["id"], "reflection": reflection, "error": error}));
-        let empty = d["message"].as_str().is_none_or(|m| m.trim().is_empty());
-        results.push(json!({"id": d["id"], "reflection": reflection, "message_empty": empty, "source": source}));
+        report.push(json!({"id": d.id, "reflection": reflection, "error": error}));
+        reviews.push(Review {
+            id: d.id,
+            reflection: reflection.map(Into::into),
+            message_empty: d.message.trim().is_empty(),
+            source,
+        });
     }
-    let finished = parse(
-        &router::reflect_finish(json!({"claim": claim, "now_ms": clock(), "results": results}).to_string()).await?,
-    );
-    Ok(json!({"due": true, "decisions": report, "stored": finished}))
+    let stored = router::reflect_finish(batch.claim, clock(), reviews).await?;
+    Ok(json!({"due": true, "decisions": report, "stored": {"reflected": stored.reflected, "counted": stored.counted}}))
 }

@@ -7,13 +7,13 @@
 
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
 use crate::mneme::tasks::tasks;
-use crate::{internal, parse};
 use mneme_background::cycle::{self, Progress};
 use mneme_background::tasks::{ACT_PROMPT, STEPS_PER_CYCLE, Step, loop_limits, next_run};
 use mneme_conversation::act::{Action, Termination};
 use mneme_conversation::generate::ActResult;
 use mneme_entry::act::{ActLoop, Origin};
 use mneme_types::StageError;
+use mneme_types::tasks::{ClaimedTask, CycleClose, CycleStart};
 use serde_json::{Value, json};
 
 /// A claimed task (and the worker) is someone else's after this long; every
@@ -50,6 +50,10 @@ impl Loop {
             mneme_entry::act::Step::Ended(t) => Err(termination(t)),
         })
     }
+}
+
+fn iso(ms: i64) -> String {
+    mneme_time::calendar::utc_timestamp(ms.max(0) as u64)
 }
 
 fn termination(t: Termination) -> String {
@@ -154,41 +158,43 @@ async fn abandon(
     if e.code != mneme_types::ErrorCode::LeaseLost {
         return Err(e);
     }
-    tasks::end_cycle(
-        json!({"id": id, "claim": claim, "progress": progress, "status": "in_progress", "event": null,
-               "next_ms": next, "outcome": format!("abandoned: {}", e.message), "now_ms": now})
-        .to_string(),
-    )
+    tasks::end_cycle(CycleClose {
+        id: id.to_string(),
+        claim: claim.to_string(),
+        progress: progress.clone().into(),
+        end: None,
+        next_ms: next,
+        outcome: format!("abandoned: {}", e.message),
+        now_ms: now,
+    })
     .await?;
     Ok(json!({"due": true, "task_id": id, "abandoned": e.message, "saved": false,
-              "next_at": mneme_time::calendar::utc_timestamp(next), "next_ms": next}))
+              "next_at": iso(next as i64), "next_ms": next}))
 }
 
 /// One cycle, if the worker is due. `began_ms` is the request's time and
 /// `clock` its time source from then on (the test clock when enabled);
 /// `draw` decides the next period's jitter.
 pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<Value, StageError> {
-    let begun = parse(&tasks::begin_cycle(json!({"now_ms": began_ms, "lease_ms": LEASE_MS}).to_string()).await?);
-    if begun["due"] != true || begun["task"].is_null() {
-        return Ok(begun);
-    }
-    let task = &begun["task"];
-    let id = task["id"].as_str().unwrap_or_default().to_string();
-    let goal = task["goal"].as_str().unwrap_or_default().to_string();
-    let claim = begun["claim"].as_str().unwrap_or_default().to_string();
-    let mut progress: Progress =
-        serde_json::from_value(task["progress"].clone()).map_err(|e| internal(format!("task progress: {e}")))?;
+    let begun = tasks::begin_cycle(began_ms, LEASE_MS).await?;
+    let claimed = match begun.start {
+        CycleStart::NotDue(n) => {
+            let reason = if n.held { "another cycle holds the worker" } else { "not due yet" };
+            return Ok(json!({"due": false, "reason": reason, "next_at": iso(n.at_ms), "next_ms": n.next_ms,
+                             "expired": begun.expired}));
+        }
+        CycleStart::Idle => return Ok(json!({"due": true, "task": null, "expired": begun.expired})),
+        CycleStart::Claimed(task) => task,
+    };
+    let ClaimedTask { id, goal, claim, .. } = claimed;
+    let mut progress = Progress::from(claimed.progress);
     let model = llm::status().await;
     let before = progress.coverage();
     // The period counts from the cycle's start, so its length does not
     // stretch the schedule.
     let next = next_run(began_ms as i64, draw).max(0) as u64;
-    let save = async |p: &Progress| {
-        tasks::checkpoint(
-            json!({"id": id, "claim": claim, "progress": p, "now_ms": clock(), "lease_ms": LEASE_MS}).to_string(),
-        )
-        .await
-    };
+    let save =
+        async |p: &Progress| tasks::checkpoint(id.clone(), claim.clone(), p.clone().into(), clock(), LEASE_MS).await;
     if !progress.decomposed {
         mneme_entry::tasks::decompose(&goal, &model, &mut progress).await;
         if let Err(e) = save(&progress).await {
@@ -247,18 +253,19 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
     };
     let now = clock();
     let end = progress.end_cycle(before, summary.clone(), now as i64);
-    let event = end.event(&id, &goal, &progress);
-    let ended = parse(
-        &tasks::end_cycle(
-            json!({"id": id, "claim": claim, "progress": progress, "status": end.state, "event": event,
-                   "next_ms": next, "outcome": summary, "now_ms": now})
-            .to_string(),
-        )
-        .await?,
-    );
+    let ended = tasks::end_cycle(CycleClose {
+        id: id.clone(),
+        claim,
+        progress: progress.clone().into(),
+        end: Some(end.into()),
+        next_ms: next,
+        outcome: summary.unwrap_or_default(),
+        now_ms: now,
+    })
+    .await?;
     Ok(json!({
         "due": true,
-        "expired": begun["expired"],
+        "expired": begun.expired,
         "task_id": id,
         "cycle": end.cycle,
         "steps": ran,
@@ -266,10 +273,10 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
         "coverage": end.after,
         "status": end.state,
         "surfaced": end.surfacing,
-        "event_id": ended["event_id"],
-        "saved": ended["saved"],
+        "event_id": ended.event_id,
+        "saved": ended.saved,
         "model": if model.configured { model.primary } else { cycle::RULES_LABEL.to_string() },
-        "next_at": mneme_time::calendar::utc_timestamp(next),
+        "next_at": iso(next as i64),
         "next_ms": next,
     }))
 }

@@ -1,5 +1,6 @@
-//! The `triage` stage (`mneme:triage`): Phase B. A thin adapter over
-//! `mneme_pipeline::triage`.
+//! The `triage` stage (`mneme:triage`): Phase B. Screening is a rule
+//! of `mneme-conversation`; [`decide`] reads the model's answer, falls back
+//! to the heuristic, and logs the calibration row.
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/triage"],
@@ -12,6 +13,8 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
+mod decide;
+
 use exports::mneme::triage::triage::Guest;
 use mneme_types::StageError;
 use mneme_types::conversation::{Screening, Triage, TriageCall};
@@ -20,11 +23,11 @@ struct Stage;
 
 impl Guest for Stage {
     async fn screen(text: String, warmth: f64) -> Screening {
-        mneme_pipeline::triage::screen(&text, warmth)
+        decide::screen(&text, warmth)
     }
 
     async fn decide(call: TriageCall) -> Result<Triage, StageError> {
-        Ok(mneme_pipeline::triage::decide(call).await?.into())
+        Ok(decide::decide(call).await?.into())
     }
 }
 

@@ -59,6 +59,32 @@ pub fn expired(created_ms: i64, now_ms: i64) -> bool {
     now_ms - created_ms > MAX_AGE_MS
 }
 
+/// A new goal this similar (word Jaccard) to an open task's is that task
+/// (the reference's threshold).
+pub const DUPLICATE_GOAL_JACCARD: f64 = 0.6;
+/// Priorities run from 1 (most urgent) to 10.
+pub const PRIORITIES: std::ops::RangeInclusive<i64> = 1..=10;
+pub const DEFAULT_PRIORITY: i64 = 5;
+
+/// Why a new goal is not taken on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// An open task has nearly the same goal: its id.
+    Duplicate(String),
+    /// [`MAX_ACTIVE`] tasks are open already.
+    Full,
+}
+
+/// Whether a new goal is refused, given the open tasks as `(id, goal)`: the
+/// first open task whose goal is more than [`DUPLICATE_GOAL_JACCARD`]
+/// similar, else too many open tasks.
+pub fn refusal(open: &[(String, String)], goal: &str) -> Option<Refusal> {
+    if let Some((id, _)) = open.iter().find(|(_, g)| jaccard(g, goal) > DUPLICATE_GOAL_JACCARD) {
+        return Some(Refusal::Duplicate(id.clone()));
+    }
+    (open.len() >= MAX_ACTIVE).then_some(Refusal::Full)
+}
+
 /// A task's state, as the `persistent_tasks` table and the ACT loop's
 /// `persistent_task` skill already write it (the reference's names). The
 /// design's PENDING is `accepted` (or `proposed`, awaiting the principal),
@@ -528,5 +554,30 @@ mod tests {
         let l = loop_limits();
         assert_eq!((l.max_iterations, l.cumulative_timeout_ms, l.fatigue_budget), (5, 1_800_000, 15.0));
         assert_eq!(l.fatigue_growth_rate, Limits::default().fatigue_growth_rate);
+    }
+
+    #[test]
+    fn a_goal_is_refused_as_a_duplicate_before_it_is_refused_for_room() {
+        let open = |goals: &[&str]| -> Vec<(String, String)> {
+            goals.iter().enumerate().map(|(i, g)| (format!("pt-{i}"), g.to_string())).collect()
+        };
+        let goal = "plan the spring garden beds";
+        assert_eq!(refusal(&open(&[]), goal), None);
+        assert_eq!(
+            refusal(&open(&["learn the cello", "plan the spring garden beds!"]), goal),
+            Some(Refusal::Duplicate("pt-1".into()))
+        );
+        // Four of five words shared is 0.8 > 0.6; two of six is not.
+        assert_eq!(refusal(&open(&["plan the spring garden"]), goal), Some(Refusal::Duplicate("pt-0".into())));
+        let five = ["learn the cello", "read more poetry", "fix the bike", "call the bank", "sort the attic"];
+        assert_eq!(refusal(&open(&five[..4]), goal), None);
+        assert_eq!(refusal(&open(&five), goal), Some(Refusal::Full));
+        let mut six = open(&five);
+        six.push(("pt-9".into(), "plan the spring garden beds".into()));
+        assert_eq!(
+            refusal(&six, goal),
+            Some(Refusal::Duplicate("pt-9".into())),
+            "a duplicate names itself even when full"
+        );
     }
 }

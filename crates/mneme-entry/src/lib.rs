@@ -22,6 +22,10 @@ spin_sdk::wit_bindgen::generate!({
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
         "mneme:types/conversation@0.1.0": mneme_types::conversation,
+        "mneme:types/tasks@0.1.0": mneme_types::tasks,
+        "mneme:types/routing@0.1.0": mneme_types::routing,
+        "mneme:types/memory@0.1.0": mneme_types::memory,
+        "mneme:types/consolidation@0.1.0": mneme_types::consolidation,
     },
     generate_all,
     pub_export_macro: false,

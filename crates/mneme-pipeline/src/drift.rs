@@ -11,15 +11,16 @@
 //! applies the action and sets the next jittered time. A crash before
 //! `finish` writes nothing; the lease ends and a later tick drifts afresh.
 
-use crate::consolidate::{self, CORPUS};
 use crate::events::{publish_with, publishing};
+use crate::graph::{self as stored_graph, CORPUS};
 use crate::schedule;
-use crate::tasks::{self as task_store, Inserted};
+use crate::task_rows::{self as task_store, Inserted};
 use crate::{Result, Stores, as_store_error, bytes_f32, embed, f32_bytes, in_list, json_text, random_hex};
 use mneme_background::Draws;
 use mneme_background::consolidate as graph;
 use mneme_background::cycle::Progress;
 use mneme_background::drift::{self as rules, Action, Activated, Conditions, SeedKind, Sent, Situation, Skip, Thought};
+use mneme_background::tasks::{DEFAULT_PRIORITY, Refusal};
 use mneme_store::{Kv, Row, Sql, Value};
 use mneme_text::cosine;
 use serde::{Deserialize, Serialize};
@@ -159,7 +160,7 @@ pub async fn begin(r: BeginRequest) -> Result<J> {
         return skip(Skip::NoSeed, json!({"tried": tried_kinds})).await;
     };
     let ids = [concept.id.clone()];
-    let edges = consolidate::neighbourhood(sql, &ids, graph::SPREAD_DEPTH, true).await?;
+    let edges = stored_graph::neighbourhood(sql, &ids, graph::SPREAD_DEPTH, true).await?;
     let spread = graph::spread(&ids, &edges, graph::SPREAD_DEPTH, || d.draw() < graph::WEAK_FOLLOW_P);
     let reached: Vec<String> = spread.iter().map(|(id, _)| id.clone()).collect();
     let resting_ids = resting(sql, &reached, now).await?;
@@ -598,7 +599,7 @@ async fn situation(sql: &Sql, r: &FinishRequest, embedding: &[f32], hour: u32) -
     )
     .await?
     .unwrap_or(0);
-    let refusal = task_store::refusal(sql, &t.content).await?;
+    let refusal = task_store::refused(sql, &t.content).await?;
     let active_tasks = task_store::open_count(sql).await?;
     let episode_similarity = match &r.grounding {
         Some(g) => best_cosine(
@@ -643,7 +644,7 @@ async fn situation(sql: &Sql, r: &FinishRequest, embedding: &[f32], hour: u32) -
         pending_proactive: engagement.pending,
         last_reply_chars: (prompts.len() == 2).then(|| (prompts[0], prompts[1])),
         topic_signals: topic_signals.clamp(0, u32::MAX as i64) as u32,
-        duplicate_task: matches!(refusal, Some(Inserted::Duplicate(_))),
+        duplicate_task: matches!(refusal, Some(Refusal::Duplicate(_))),
         active_tasks: active_tasks as usize,
         last_plan_ms: last_of(Action::Plan).await?,
         episode_similarity,
@@ -764,13 +765,13 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
             }
             Action::Communicate | Action::Nurture => {
                 let e = publish_with(sql, "drift", &event, now as u64).await?;
-                out = json!({"event_id": e["id"]});
+                out = json!({"event_id": e});
             }
             Action::Plan => {
                 let made = task_store::insert(
                     sql,
                     &r.thought.content,
-                    task_store::DEFAULT_PRIORITY,
+                    DEFAULT_PRIORITY,
                     "drift",
                     &Progress::default(),
                     now as u64,
@@ -787,10 +788,10 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                             now as u64,
                         )
                         .await?;
-                        json!({"task_id": task, "event_id": e["id"]})
+                        json!({"task_id": task, "event_id": e})
                     }
-                    Inserted::Duplicate(task) => json!({"duplicate_of": task}),
-                    Inserted::Full => json!({"refused": "the open tasks are at their limit"}),
+                    Inserted::Refused(Refusal::Duplicate(task)) => json!({"duplicate_of": task}),
+                    Inserted::Refused(Refusal::Full) => json!({"refused": "the open tasks are at their limit"}),
                 };
             }
             Action::SeedThread => {
@@ -831,39 +832,4 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
         "situation": {"relevance": s.relevance, "idle_ms": s.idle_ms, "local_hour": hour, "backoff": s.backoff,
                       "exchanges": s.exchanges, "topic_signals": s.topic_signals},
     }))
-}
-
-/// Forgetting a concept forgets the drifts that started from it or
-/// reached it, the threads it seeded and its rest.
-pub async fn forget_concept(sql: &Sql, id: &str) -> std::result::Result<(), mneme_store::StoreError> {
-    let reached = format!("%\"id\":\"{id}\"%");
-    sql.execute(
-        "DELETE FROM curiosity_threads WHERE seed_id = $1 OR drift_id IN \
-         (SELECT id FROM drift_log WHERE seed_id = $1 OR concepts LIKE $2)",
-        &[id.into(), reached.as_str().into()],
-    )
-    .await?;
-    sql.execute("DELETE FROM drift_log WHERE seed_id = $1 OR concepts LIKE $2", &[id.into(), reached.as_str().into()])
-        .await?;
-    sql.execute("DELETE FROM drift_cooldowns WHERE concept_id = $1", &[id.into()]).await?;
-    Ok(())
-}
-
-/// Forgetting an episode forgets the drifts that recalled it, and their
-/// threads.
-pub async fn forget_episode(sql: &Sql, id: &str) -> std::result::Result<(), mneme_store::StoreError> {
-    sql.execute(
-        "DELETE FROM curiosity_threads WHERE drift_id IN (SELECT id FROM drift_log WHERE grounding_id = $1)",
-        &[id.into()],
-    )
-    .await?;
-    sql.execute("DELETE FROM drift_log WHERE grounding_id = $1", &[id.into()]).await?;
-    Ok(())
-}
-
-/// Forgetting a topic forgets the drifts and threads on it.
-pub async fn forget_topic(sql: &Sql, topic: &str) -> std::result::Result<(), mneme_store::StoreError> {
-    sql.execute("DELETE FROM drift_log WHERE topic = $1", &[topic.into()]).await?;
-    sql.execute("DELETE FROM curiosity_threads WHERE topic = $1", &[topic.into()]).await?;
-    Ok(())
 }

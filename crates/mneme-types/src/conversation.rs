@@ -12,86 +12,8 @@ use mneme_conversation as pure;
 
 pub use crate::mneme::types::conversation::*;
 
-/// A conversion between a seam type and its pure counterpart, through
-/// lists and options. `From` cannot do this: it has no impl for
-/// `Vec<A> -> Vec<B>`, nor for `u32 -> usize`.
-pub trait Conv<T> {
-    fn conv(self) -> T;
-}
-
-macro_rules! same {
-    ($($t:ty),*) => { $(impl Conv<$t> for $t { fn conv(self) -> $t { self } })* };
-}
-same!(String, bool, f64, u64, u32, u8);
-
-impl Conv<usize> for u32 {
-    fn conv(self) -> usize {
-        self as usize
-    }
-}
-
-impl Conv<u32> for usize {
-    fn conv(self) -> u32 {
-        u32::try_from(self).unwrap_or(u32::MAX)
-    }
-}
-
-impl<A: Conv<B>, B> Conv<Vec<B>> for Vec<A> {
-    fn conv(self) -> Vec<B> {
-        self.into_iter().map(Conv::conv).collect()
-    }
-}
-
-impl<A1: Conv<B1>, A2: Conv<B2>, B1, B2> Conv<(B1, B2)> for (A1, A2) {
-    fn conv(self) -> (B1, B2) {
-        (self.0.conv(), self.1.conv())
-    }
-}
-
-impl<A: Conv<B>, B> Conv<Option<B>> for Option<A> {
-    fn conv(self) -> Option<B> {
-        self.map(Conv::conv)
-    }
-}
-
-/// `From` both ways, and `Conv` both ways, for two types of the same
-/// shape: enums case by case, records field by field.
-macro_rules! pair {
-    (enum $wit:ident, $pure:ident { $($case:ident),* $(,)? }) => {
-        impl From<$wit> for $pure {
-            fn from(x: $wit) -> Self {
-                match x { $($wit::$case => $pure::$case),* }
-            }
-        }
-        impl From<$pure> for $wit {
-            fn from(x: $pure) -> Self {
-                match x { $($pure::$case => $wit::$case),* }
-            }
-        }
-        pair!(@conv $wit, $pure);
-    };
-    (record $wit:ident, $pure:ident { $($field:ident),* $(,)? }) => {
-        impl From<$wit> for $pure {
-            fn from(x: $wit) -> Self {
-                $pure { $($field: x.$field.conv()),* }
-            }
-        }
-        impl From<$pure> for $wit {
-            fn from(x: $pure) -> Self {
-                $wit { $($field: x.$field.conv()),* }
-            }
-        }
-        pair!(@conv $wit, $pure);
-    };
-    (@conv $wit:ident, $pure:ident) => {
-        impl Conv<$pure> for $wit {
-            fn conv(self) -> $pure { self.into() }
-        }
-        impl Conv<$wit> for $pure {
-            fn conv(self) -> $wit { self.into() }
-        }
-    };
-}
+pub use crate::conv::Conv;
+use crate::{pair, serialize_as};
 
 use pure::Mode as PureMode;
 use pure::act::{Action as PureAction, Termination as PureTermination};
@@ -202,6 +124,9 @@ pair!(record Weights, PureWeights {
     acknowledge_positive_feedback, acknowledge_question_penalty, ignore_empty, prior_act_penalty,
     prior_clarify_respond_boost, tiebreaker_base_margin, tiebreaker_min_margin,
 });
+// The routing log's snapshot and the reflection prompt's input.
+serialize_as!(Signals => PureSignals);
+
 pair!(record Decision, PureDecision { mode, scores, margin, effective_margin, tiebreak });
 
 /// An action's parameters cross the seam as the JSON object's text; text

@@ -8,19 +8,41 @@
 //! `Display` writes the name.
 //!
 //! [`conversation`] holds the message flow's seam values and their
-//! conversions to the pure types of `mneme-conversation`.
+//! conversions to the pure types of `mneme-conversation`; [`tasks`] those
+//! of persistent tasks and [`routing`] those of the routing regulator and
+//! reflection, to `mneme-background`'s. [`conv`] is the
+//! conversion machinery they share. Every seam value is `serde::Serialize`
+//! (an entry writes some of them as its HTTP answer).
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types"],
     world: "mneme:types/shared",
     generate_unused_types: true,
     runtime_path: "::spin_sdk::wit_bindgen::rt",
+    additional_derives: [serde::Serialize],
+    // Serialised by hand, under the names rows and the API use.
+    additional_derives_ignore: [
+        "error-code", "task-state", "step-status", "step", "surfacing", "pressure", "judgement", "routing-metrics",
+        "signals", "given-back", "gist-outcome", "gist-stored", "consolidation-summary",
+    ],
     generate_all,
 });
 
+pub mod consolidation;
+pub mod conv;
 pub mod conversation;
+pub mod routing;
 
-pub use mneme::types::types::{ErrorCode, StageError};
+/// The memory stage's values (`mneme:types/memory`), which have no pure
+/// counterparts: the HTTP layer shapes them for its clients.
+pub mod memory {
+    pub use crate::mneme::types::memory::*;
+}
+pub mod tasks;
+
+pub use mneme::types::types::{ErrorCode, GivenBack, NotDue, StageError};
+
+named_enum!(GivenBack { Queued => "queued", Failed => "failed" });
 
 /// Every code, in the order WIT lists them.
 pub const CODES: [ErrorCode; 23] = [
@@ -88,6 +110,12 @@ impl ErrorCode {
     /// Whether retrying later, once a service is back, can succeed.
     pub fn is_unavailable(self) -> bool {
         matches!(self, ErrorCode::ModelUnavailable | ErrorCode::StoreUnavailable)
+    }
+}
+
+impl serde::Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 

@@ -11,8 +11,8 @@ use mneme_conversation::generate::ActResult;
 use mneme_store::{Sql, Stores, Value};
 use serde_json::{Map, Value as J, json};
 
-use crate::{Fail, Result, consolidate, in_list, json_text, records, search, wm};
 use mneme_knowledge::fusion::Mode;
+use mneme_substrate::{Fail, Result, graph, in_list, json_text, records, search, wm};
 
 /// A plan to run.
 #[derive(Debug)]
@@ -171,8 +171,8 @@ async fn recall_episodes(sql: &Sql, query: &str, broad: bool, now: u64) -> Resul
             .map(|r| r.text("id"))
             .collect::<std::result::Result<_, _>>()?
     } else {
-        let e = crate::embed(query)?;
-        let found = search::candidates(sql, &[consolidate::CORPUS], query, &e, Mode::Hybrid).await?;
+        let e = mneme_substrate::embed(query)?;
+        let found = search::candidates(sql, &[graph::CORPUS], query, &e, Mode::Hybrid).await?;
         found
             .fused
             .iter()
@@ -215,7 +215,7 @@ async fn recall_episodes(sql: &Sql, query: &str, broad: bool, now: u64) -> Resul
 
 /// Concepts the query names (whole words), strongest first.
 async fn recall_concepts(sql: &Sql, query: &str) -> Result<Vec<Hit>> {
-    Ok(consolidate::named_concepts(sql, query, 5)
+    Ok(graph::named_concepts(sql, query, 5)
         .await?
         .into_iter()
         .map(|(name, definition, strength)| Hit {
@@ -282,7 +282,7 @@ async fn introspect(stores: &Stores, req: &DispatchRequest) -> Result<String> {
         .iter()
         .map(|r| r.text("selected_mode"))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let world = crate::context::world_state(&stores.sql, None, req.now_ms).await?;
+    let world = mneme_substrate::world::world_state(&stores.sql, None, req.now_ms).await?;
     let memory = stores
         .sql
         .query(
@@ -292,7 +292,7 @@ async fn introspect(stores: &Stores, req: &DispatchRequest) -> Result<String> {
         )
         .await?;
     let m = memory.first().ok_or_else(|| Fail::new("internal", "the memory query returned no row"))?;
-    let pending = consolidate::pending(&stores.sql).await?;
+    let pending = mneme_substrate::jobs::pending(&stores.sql).await?;
     Ok(json!({
         "topic": req.topic,
         "gists": gists,
@@ -327,14 +327,14 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
     // spreading activation; `include_weak` (default true) follows every
     // weak edge, where the drift engine follows one in seven.
     let include_weak = p.get("include_weak").and_then(J::as_bool).unwrap_or(true);
-    let found = consolidate::concept_seeds(&stores.sql, &seeds).await?;
+    let found = graph::concept_seeds(&stores.sql, &seeds).await?;
     if !found.is_empty() {
         let ids: Vec<String> = found.iter().map(|(id, _)| id.clone()).collect();
-        let edges = consolidate::neighbourhood(&stores.sql, &ids, depth as u32, include_weak).await?;
+        let edges = graph::neighbourhood(&stores.sql, &ids, depth as u32, include_weak).await?;
         let mut active = mneme_background::consolidate::spread(&ids, &edges, depth as u32, || include_weak);
         active.truncate(mneme_background::consolidate::SPREAD_TOP);
         let active_ids: Vec<String> = active.iter().map(|(id, _)| id.clone()).collect();
-        let names = consolidate::concept_names(&stores.sql, &active_ids).await?;
+        let names = graph::concept_names(&stores.sql, &active_ids).await?;
         let seeds_named: Vec<&str> = found.iter().map(|(_, n)| n.as_str()).collect();
         if active.is_empty() {
             return Ok(format!("concepts {}: nothing is associated with them yet", seeds_named.join(", ")));
@@ -350,14 +350,14 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
         stores.sql.query("SELECT name, embedding FROM topics ORDER BY last_active_ms DESC LIMIT 200", &[]).await?;
     let topics: Vec<(String, Vec<f32>)> = rows
         .iter()
-        .map(|r| Ok((r.text("name")?, crate::bytes_f32(&r.blob("embedding")?))))
+        .map(|r| Ok((r.text("name")?, mneme_substrate::bytes_f32(&r.blob("embedding")?))))
         .collect::<std::result::Result<_, mneme_store::StoreError>>()?;
     // Spreading activation over topic similarity: seeds activate their
     // nearest topics (weight = cosine), which pass 0.5 of it on one level more.
     let mut activation: Vec<(String, f64)> = Vec::new();
     let mut frontier: Vec<(Vec<f32>, f64)> = Vec::new();
     for seed in &seeds {
-        frontier.push((crate::context::embed(seed)?, 1.0));
+        frontier.push((mneme_substrate::embed(seed)?, 1.0));
     }
     for level in 0..depth {
         let mut next = Vec::new();
@@ -397,7 +397,7 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
             }
             let due_raw = s(p, "due_at").ok_or_else(|| Fail::invalid("schedule needs `due_at` (ISO-8601)"))?;
             // A time without an offset is the principal's local time.
-            let zone = crate::principal_zone().await?;
+            let zone = mneme_substrate::principal_zone().await?;
             let due = zone
                 .parse_datetime(due_raw)
                 .ok_or_else(|| Fail::invalid(format!("`due_at` is not ISO-8601: {due_raw}")))?;
@@ -419,7 +419,7 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
             if let Some(r) = dup.first() {
                 return Ok(format!("already scheduled as {}", r.text("id")?));
             }
-            let id = crate::random_hex(4);
+            let id = mneme_substrate::random_hex(4);
             let item_type = if s(p, "item_type") == Some("prompt") { "prompt" } else { "notification" };
             sql.execute(
                 "INSERT INTO scheduled_items (id, message, due_ms, recurrence, item_type, status, created_ms) VALUES ($1,$2,$3,$4,$5,'pending',$6)",
@@ -553,7 +553,7 @@ async fn focus(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> Re
                     topic: req.topic.clone(),
                     source: FocusSource::Explicit,
                 },
-                embedding: crate::context::embed(description)?,
+                embedding: mneme_substrate::embed(description)?,
             };
             records::set_focus(&stores.kv, &req.thread_id, &f, req.now_ms, minutes * 60_000).await?;
             Ok(format!("focus set for {minutes} min: {description}"))
@@ -579,21 +579,24 @@ async fn persistent_task(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<Stri
     match s(p, "action").unwrap_or("list") {
         "create" => {
             let goal = s(p, "goal").ok_or_else(|| Fail::invalid("persistent_task create needs a `goal`"))?;
-            let priority = p.get("priority").and_then(J::as_i64).unwrap_or(crate::tasks::DEFAULT_PRIORITY);
-            let priority = priority.clamp(*crate::tasks::PRIORITIES.start(), *crate::tasks::PRIORITIES.end());
+            let priority = p.get("priority").and_then(J::as_i64).unwrap_or(mneme_background::tasks::DEFAULT_PRIORITY);
+            let priority = priority
+                .clamp(*mneme_background::tasks::PRIORITIES.start(), *mneme_background::tasks::PRIORITIES.end());
             // No plan yet: the worker decomposes it in the task's first cycle.
             let progress = mneme_background::cycle::Progress::default();
             let inserted = sql
                 .transaction(async |sql: &Sql| {
-                    crate::tasks::insert(sql, goal, priority, "user", &progress, now)
+                    mneme_substrate::task_rows::insert(sql, goal, priority, "user", &progress, now)
                         .await
-                        .map_err(crate::as_store_error)
+                        .map_err(mneme_substrate::as_store_error)
                 })
                 .await?;
             Ok(match inserted {
-                crate::tasks::Inserted::Created(id) => format!("created task {id}: {goal}"),
-                crate::tasks::Inserted::Duplicate(id) => format!("already working on it as task {id}"),
-                crate::tasks::Inserted::Full => format!(
+                mneme_substrate::task_rows::Inserted::Created(id) => format!("created task {id}: {goal}"),
+                mneme_substrate::task_rows::Inserted::Refused(mneme_background::tasks::Refusal::Duplicate(id)) => {
+                    format!("already working on it as task {id}")
+                }
+                mneme_substrate::task_rows::Inserted::Refused(mneme_background::tasks::Refusal::Full) => format!(
                     "not created: {} tasks are open already; finish or cancel one first",
                     mneme_background::tasks::MAX_ACTIVE
                 ),

@@ -13,7 +13,7 @@ use mneme_store::{Sql, StoreError, Stores, Value};
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 
-use crate::{Fail, Result, bytes_f32, embed, f32_bytes};
+use mneme_substrate::{Fail, Result, bytes_f32, embed, f32_bytes};
 use mneme_types::conversation::{ClaimedToolJob, CorrectionRate, Delivery, JobClaim, RelevantTool, Taken, ToolOutcome};
 
 /// The queue Path B's jobs wait on.
@@ -127,9 +127,9 @@ pub async fn enqueue(request_id: &str, payload: &str, now_ms: u64, deliver_by_ms
     let id = stores
         .sql
         .transaction(async |sql: &Sql| {
-            let id = crate::commit::enqueue(sql, QUEUE, Some(request_id), payload, now_ms)
+            let id = mneme_substrate::jobs::enqueue(sql, QUEUE, Some(request_id), payload, now_ms)
                 .await
-                .map_err(crate::as_store_error)?;
+                .map_err(mneme_substrate::as_store_error)?;
             sql.execute(
                 "UPDATE jobs SET deliver_by_ms = $2 WHERE id = $1",
                 &[id.into(), Value::Int(deliver_by_ms as i64)],
@@ -150,7 +150,7 @@ pub async fn claim(now_ms: u64, lease_ms: u64) -> Result<Option<ClaimedToolJob>>
     expire(&stores.sql, now_ms).await?;
     let give_up = "'{\"error\": \"the tool worker did not finish\"}'";
     let Some(row) =
-        crate::consolidate::claim_job(&stores.sql, &[QUEUE], now_ms, lease_ms, MAX_ATTEMPTS, give_up).await?
+        mneme_substrate::jobs::claim_job(&stores.sql, &[QUEUE], now_ms, lease_ms, MAX_ATTEMPTS, give_up).await?
     else {
         return Ok(None);
     };
@@ -180,7 +180,7 @@ pub async fn fail(job_id: i64, claim: &str, error: &str, now_ms: u64) -> Result<
 /// publishes the result when no stream will take it.
 async fn end_job(job_id: i64, claim: &str, status: &str, result: &J, now_ms: u64) -> Result<Delivery> {
     let stores = Stores::open().await?;
-    let out = crate::events::publishing(&stores.sql, async |sql: &Sql| {
+    let out = mneme_substrate::events::publishing(&stores.sql, async |sql: &Sql| {
         let n = sql
             .execute(
                 "UPDATE jobs SET status = $3, result = $4, claim = NULL, updated_ms = $5
@@ -215,7 +215,7 @@ async fn expire(sql: &Sql, now_ms: u64) -> Result<()> {
         return Ok(());
     }
     let error = json!({"error": "the tool worker did not finish"});
-    crate::events::publishing(sql, async |sql: &Sql| {
+    mneme_substrate::events::publishing(sql, async |sql: &Sql| {
         let ended = sql
             .query(
                 "SELECT id, result FROM jobs WHERE queue = $1 AND status IN ('done', 'failed')
@@ -265,7 +265,7 @@ async fn publish_if_unclaimed(
     if let Some(e) = result["error"].as_str() {
         payload["text"] = json!(format!("The tools could not finish: {e}."));
     }
-    crate::events::publish_with(sql, "tool_result", &payload, now_ms).await?;
+    mneme_substrate::events::publish_with(sql, "tool_result", &payload, now_ms).await?;
     Ok(Delivery::Events)
 }
 
@@ -293,7 +293,7 @@ pub async fn take(r: TakeRequest) -> Result<Taken> {
     if r.gone {
         // One transaction: a reply already here is published now; one still
         // being worked on is marked so the worker publishes it when done.
-        crate::events::publishing(sql, async |sql: &Sql| {
+        mneme_substrate::events::publishing(sql, async |sql: &Sql| {
             let rows = sql
                 .query(
                     "UPDATE jobs SET delivery = 'events' WHERE id = $1 AND (delivery IS NULL OR delivery = 'chat')

@@ -7,7 +7,7 @@ use mneme_conversation::router::{self, ContextView, Decision, Signals, Weights};
 use mneme_store::Value;
 use mneme_types::conversation::{Recorded, Routed};
 
-use crate::{Result, json_text};
+use mneme_substrate::{Result, json_text};
 
 /// One message to route.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use mneme_conversation::{intent, social};
 use mneme_store::Value;
 use mneme_types::conversation::{Screening, TriageCall};
 
-use crate::{Result, json_text};
+use mneme_substrate::{Result, json_text};
 
 /// Layer 1 and step 2a: no I/O, no model.
 pub fn screen(text: &str, warmth: f64) -> Screening {

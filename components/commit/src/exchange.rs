@@ -8,9 +8,9 @@ use mneme_store::{Piece, Sql, Value};
 use mneme_types::conversation::{Committed, FinishedExchange};
 use serde_json::json;
 
-use crate::{Fail, Result, json_text, wm};
+use mneme_substrate::{Fail, Result, json_text, wm};
 
-pub use mneme_background::consolidate::{CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE};
+use mneme_substrate::jobs::{CHUNKER_QUEUE, EPISODIC_QUEUE, enqueue};
 /// An episode is due after this many exchanges on the thread…
 pub const EPISODE_EXCHANGES: i64 = 5;
 /// …or this many on a topic the principal just left…
@@ -176,7 +176,8 @@ async fn commit_in(sql: &Sql, r: &FinishedExchange) -> Result<Vec<String>> {
         }),
     ])
     .await?;
-    let row = counts.first().ok_or_else(|| crate::Fail::new("internal", "the episode query returned no row"))?;
+    let row =
+        counts.first().ok_or_else(|| mneme_substrate::Fail::new("internal", "the episode query returned no row"))?;
     let last_episode = row.i64("last_episode")?;
     let since = row.i64("since")?;
     let mut due = since >= EPISODE_EXCHANGES
@@ -212,16 +213,4 @@ async fn spark(sql: &Sql, now: &Value) -> std::result::Result<(), mneme_store::S
     )
     .await?;
     Ok(())
-}
-
-/// Puts a job on a durable queue; its id.
-pub async fn enqueue(sql: &Sql, queue: &str, reference: Option<&str>, payload: &str, now_ms: u64) -> Result<i64> {
-    let rows = sql
-        .query(
-            "INSERT INTO jobs (queue, ref, payload, status, attempts, lease_until_ms, created_ms, updated_ms)
-             VALUES ($1, $2, $3, 'queued', 0, 0, $4, $4) RETURNING id",
-            &[queue.into(), reference.into(), payload.into(), Value::Int(now_ms as i64)],
-        )
-        .await?;
-    Ok(rows.first().ok_or_else(|| Fail::new("internal", "no job id returned"))?.i64("id")?)
 }

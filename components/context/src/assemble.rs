@@ -1,9 +1,9 @@
 //! Phase A: context assembly (design 002 §2).
 
-use crate::{Fail, Result, records, wm};
-use mneme_conversation::context::{self, Assembled, FocusSource, STREAK_TTL_MS};
+use mneme_conversation::context::{self, Assembled, STREAK_TTL_MS};
 use mneme_conversation::{Mode, identity, topic};
 use mneme_store::{Sql, Stores, Value};
+use mneme_substrate::{Fail, Result, embed, records, wm};
 
 /// One message to assemble context for.
 #[derive(Debug)]
@@ -144,11 +144,11 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
             Ok(())
         }),
         Box::pin(async {
-            world_state = crate::context::world_state(sql, focus.as_ref(), now).await?;
+            world_state = mneme_substrate::world::world_state(sql, focus.as_ref(), now).await?;
             Ok(())
         }),
         Box::pin(async {
-            memories = crate::consolidate::memories(sql, &req.text, &embedding).await?;
+            memories = mneme_substrate::graph::memories(sql, &req.text, &embedding).await?;
             Ok(())
         }),
         Box::pin(async {
@@ -205,9 +205,6 @@ pub async fn assemble(req: Request) -> Result<Assembled> {
     })
 }
 
-/// The message's all-MiniLM-L6-v2 embedding (384 dimensions).
-pub use crate::embed;
-
 async fn classify_topic(
     sql: &Sql,
     embedding: &[f32],
@@ -225,7 +222,7 @@ async fn classify_topic(
     for r in &rows {
         topics.push(topic::Topic {
             name: r.text("name")?,
-            embedding: crate::bytes_f32(&r.blob("embedding")?),
+            embedding: mneme_substrate::bytes_f32(&r.blob("embedding")?),
             messages: r.i64("messages")? as u32,
         });
     }
@@ -234,7 +231,7 @@ async fn classify_topic(
         sql.execute(
             "INSERT INTO topics (name, embedding, messages, created_ms, last_active_ms) VALUES ($1, $2, 1, $3, $3) \
              ON CONFLICT (name) DO UPDATE SET last_active_ms = excluded.last_active_ms",
-            &[c.topic.as_str().into(), crate::f32_bytes(embedding).into(), Value::Int(now as i64)],
+            &[c.topic.as_str().into(), mneme_substrate::f32_bytes(embedding).into(), Value::Int(now as i64)],
         )
         .await?;
     } else if let Some(mut t) = topics.into_iter().find(|t| t.name == c.topic) {
@@ -243,7 +240,7 @@ async fn classify_topic(
             "UPDATE topics SET embedding = $2, messages = $3, last_active_ms = $4 WHERE name = $1",
             &[
                 t.name.as_str().into(),
-                crate::f32_bytes(&t.embedding).into(),
+                mneme_substrate::f32_bytes(&t.embedding).into(),
                 Value::Int(t.messages as i64),
                 Value::Int(now as i64),
             ],
@@ -272,34 +269,4 @@ pub async fn save_trait(
     )
     .await?;
     Ok(())
-}
-
-/// World state (D-C13): what is in motion around the principal: the focus
-/// session, reminders due in the next 24 h and active persistent tasks.
-/// Empty when nothing is, which makes world_score 0.
-pub async fn world_state(sql: &Sql, focus: Option<&context::Focus>, now: u64) -> Result<String> {
-    let mut lines = Vec::new();
-    if let Some(f) = focus {
-        let how = if f.source == FocusSource::Explicit { "set by the principal" } else { "inferred" };
-        lines.push(format!("- [FOCUS] {} ({how})", f.description));
-    }
-    // Reminders due within 24 h and active tasks, in one round trip.
-    let rows = sql
-        .query(
-            "SELECT kind, text, n, c FROM (SELECT 'reminder' AS kind, message AS text, due_ms AS n, 0.0 AS c FROM scheduled_items \
-             WHERE status = 'pending' AND due_ms <= $1 ORDER BY due_ms LIMIT 3) AS r \
-             UNION ALL SELECT kind, text, n, c FROM (SELECT 'task' AS kind, goal AS text, priority AS n, coverage AS c FROM persistent_tasks \
-             WHERE status IN ('accepted', 'in_progress') ORDER BY priority DESC, created_ms LIMIT 3) AS t",
-            &[Value::Int((now + 24 * 3600 * 1000) as i64)],
-        )
-        .await?;
-    for r in &rows {
-        if r.text("kind")? == "reminder" {
-            let mins = (r.i64("n")? - now as i64) / 60_000;
-            lines.push(format!("- [REMINDER] in {mins} min: {}", r.text("text")?));
-        } else {
-            lines.push(format!("- [TASK] {} ({:.0}% covered)", r.text("text")?, r.f64("c")? * 100.0));
-        }
-    }
-    Ok(lines.join("\n"))
 }

@@ -84,14 +84,7 @@ pub async fn gists(kv: &Kv, topic: &str, now_ms: u64) -> Result<Vec<StoredGist>>
 use mneme_text::jaccard;
 
 /// What happened to a gist offered for storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GistOutcome {
-    Stored,
-    Replaced,
-    Duplicate,
-    LowConfidence,
-}
+pub use mneme_types::consolidation::GistOutcome;
 
 /// Stores a gist under the rules: confidence at least `min_confidence`
 /// (any confidence on a topic with no gists), a duplicate (word Jaccard ≥

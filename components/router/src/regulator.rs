@@ -9,13 +9,17 @@
 //! bounded change, and records the day's metrics. Reflection is two steps
 //! either side of the strong model's calls in the tick entry.
 
-use crate::{Result, as_store_error, in_list, json_text, random_hex};
 use mneme_background::Draws;
 use mneme_background::regulator::{self as rules, Candidate, Change, Decision, Judgement, Pressure, Reflection};
-use mneme_conversation::router::Weights;
+use mneme_conversation::router::{Signals, Weights};
 use mneme_store::{Sql, StoreError, Value};
-use serde::Deserialize;
-use serde_json::{Value as J, json};
+use mneme_substrate::{Fail, Result, as_store_error, in_list, json_text, random_hex, schedule};
+use mneme_types::NotDue;
+use mneme_types::routing::{
+    AppliedChange, DecisionReview, JudgedChange, ReflectionBatch, ReflectionBusy, ReflectionStart, ReflectionsStored,
+    RegulatedDay, Regulation, Review,
+};
+use serde_json::json;
 
 /// The engines' rows in `engine_schedule`.
 pub const REGULATOR: &str = "regulator";
@@ -29,20 +33,15 @@ pub async fn weights(sql: &Sql) -> std::result::Result<Weights, StoreError> {
     Ok(rules::weights(&stored))
 }
 
-#[derive(Debug, Deserialize)]
-pub struct RegulateRequest {
-    pub now_ms: u64,
-}
-
 /// One regulator cycle, if the day is up.
-pub async fn regulate(r: RegulateRequest) -> Result<J> {
+pub async fn regulate(now_ms: u64) -> Result<Regulation> {
     let sql = mneme_store::open_sql().await?;
-    let now = r.now_ms as i64;
+    let now = now_ms as i64;
     let out = sql.transaction(async |sql: &Sql| cycle(sql, now).await.map_err(as_store_error)).await?;
     Ok(out)
 }
 
-async fn cycle(sql: &Sql, now: i64) -> Result<J> {
+async fn cycle(sql: &Sql, now: i64) -> Result<Regulation> {
     sql.execute(
         "INSERT INTO engine_schedule (engine, next_ms, lease_until_ms) VALUES ($1, 0, 0) ON CONFLICT (engine) DO NOTHING",
         &[REGULATOR.into()],
@@ -58,7 +57,7 @@ async fn cycle(sql: &Sql, now: i64) -> Result<J> {
     if taken == 0 {
         let rows = sql.query("SELECT next_ms FROM engine_schedule WHERE engine = $1", &[REGULATOR.into()]).await?;
         let at = rows.first().map(|r| r.i64("next_ms")).transpose()?.unwrap_or(0);
-        return Ok(json!({"due": false, "next_ms": at}));
+        return Ok(Regulation::NotDue(at));
     }
     let rows = sql
         .query(
@@ -93,8 +92,8 @@ async fn cycle(sql: &Sql, now: i64) -> Result<J> {
             )
             .await?;
         for a in &open {
-            let pressure: Pressure = serde_json::from_value(J::String(a.text("pressure")?))
-                .map_err(|e| crate::Fail::new("decode", format!("routing_adjustments.pressure: {e}")))?;
+            let pressure: Pressure = serde_json::from_value(serde_json::Value::String(a.text("pressure")?))
+                .map_err(|e| Fail::new("decode", format!("routing_adjustments.pressure: {e}")))?;
             if !m.measured(pressure) {
                 // No evidence today either way: judge it another day.
                 continue;
@@ -114,7 +113,7 @@ async fn cycle(sql: &Sql, now: i64) -> Result<J> {
                 &[id.as_str().into(), json_text(&verdict).trim_matches('"').into(), after.into(), Value::Int(now)],
             )
             .await?;
-            judged.push(json!({"id": id, "param": param, "verdict": verdict, "pressure_after": after}));
+            judged.push(JudgedChange { id, param, verdict: verdict.into(), pressure_after: after });
         }
     }
 
@@ -131,11 +130,19 @@ async fn cycle(sql: &Sql, now: i64) -> Result<J> {
         Ok(c) => Some(apply(sql, c, now).await?),
         Err(_) => None,
     };
-    let outcome = json!({"metrics": m, "dimension": dimension, "judged": judged, "change": change,
-                         "no_change": planned.as_ref().err()});
+    let day = RegulatedDay {
+        metrics: m.into(),
+        dimension: dimension.map(String::from),
+        judged,
+        change,
+        no_change: planned.err(),
+        next_ms: next,
+    };
+    let record = json!({"metrics": day.metrics, "dimension": day.dimension, "judged": day.judged,
+                        "change": day.change, "no_change": day.no_change});
     sql.execute(
         "INSERT INTO routing_metrics (id, metrics, created_ms) VALUES ($1, $2, $3)",
-        &[format!("rm-{}", random_hex(6)).into(), outcome.to_string().into(), Value::Int(now)],
+        &[format!("rm-{}", random_hex(6)).into(), record.to_string().into(), Value::Int(now)],
     )
     .await?;
     sql.execute("DELETE FROM routing_metrics WHERE created_ms < $1", &[Value::Int(now - rules::METRICS_KEEP_MS)])
@@ -146,14 +153,11 @@ async fn cycle(sql: &Sql, now: i64) -> Result<J> {
         &[rules::ADJUSTMENTS_KEEP.into()],
     )
     .await?;
-    let mut out = outcome;
-    out["due"] = json!(true);
-    out["next_ms"] = json!(next);
-    Ok(out)
+    Ok(Regulation::Ran(day))
 }
 
 /// Writes the change and logs it; its id.
-async fn apply(sql: &Sql, c: &Change, now: i64) -> Result<J> {
+async fn apply(sql: &Sql, c: &Change, now: i64) -> Result<AppliedChange> {
     sql.execute(
         "INSERT INTO router_weights (param, value, last_adjusted_ms) VALUES ($1, $2, $3) \
          ON CONFLICT (param) DO UPDATE SET value = excluded.value, last_adjusted_ms = excluded.last_adjusted_ms",
@@ -175,8 +179,14 @@ async fn apply(sql: &Sql, c: &Change, now: i64) -> Result<J> {
         ],
     )
     .await?;
-    Ok(json!({"id": id, "param": c.param, "from": c.from, "to": c.to, "pressure": c.pressure,
-              "pressure_value": c.pressure_value}))
+    Ok(AppliedChange {
+        id,
+        param: c.param.clone(),
+        from: c.from,
+        to: c.to,
+        pressure: c.pressure.into(),
+        pressure_value: c.pressure_value,
+    })
 }
 
 /// The dimension that dominates a week's counted disagreements.
@@ -198,22 +208,15 @@ async fn dominant_dimension(sql: &Sql, now: i64) -> Result<Option<&'static str>>
     Ok(rules::dominant_dimension(&disagreements))
 }
 
-#[derive(Debug, Deserialize)]
-pub struct ReflectBeginRequest {
-    pub now_ms: u64,
-    pub lease_ms: u64,
-    pub seed: u64,
-}
-
 /// How long after the last routed message the conversation counts as over.
 const CONVERSATION_QUIET_MS: i64 = 5 * 60 * 1000;
 
 /// Claims a reflection batch when every queue is idle and 30 minutes have
 /// passed since the last: up to 5 unreflected decisions of the newest 50,
 /// stratified, with what the model reads of each.
-pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
+pub async fn reflect_begin(now_ms: u64, lease_ms: u64, seed: u64) -> Result<ReflectionStart> {
     let sql = &mneme_store::open_sql().await?;
-    let now = r.now_ms as i64;
+    let now = now_ms as i64;
     let busy = sql
         .query(
             "SELECT (SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')) + \
@@ -224,17 +227,16 @@ pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
         )
         .await?;
     if busy.first().map(|b| b.i64("n")).transpose()?.unwrap_or(0) > 0 {
-        return Ok(json!({"due": false, "reason": "queues busy"}));
+        return Ok(ReflectionStart::Busy(ReflectionBusy::QueuesBusy));
     }
     // The strong model serves the principal first: no review while they
     // are in conversation (D-B7).
     if busy.first().map(|b| b.i64("talking")).transpose()?.unwrap_or(0) > 0 {
-        return Ok(json!({"due": false, "reason": "in conversation"}));
+        return Ok(ReflectionStart::Busy(ReflectionBusy::InConversation));
     }
     let claim = random_hex(8);
-    if let Err(not_due) = crate::schedule::claim(sql, REFLECTION, &claim, now, r.lease_ms as i64).await? {
-        let why = if not_due.held { "another batch is under review" } else { "not due yet" };
-        return Ok(json!({"due": false, "reason": why, "next_ms": not_due.at_ms()}));
+    if let Err(n) = schedule::claim(sql, REFLECTION, &claim, now, lease_ms as i64).await? {
+        return Ok(ReflectionStart::NotDue(NotDue { held: n.held, next_ms: n.next_ms, at_ms: n.at_ms() }));
     }
     let pool: Vec<Candidate> = sql
         .query(
@@ -253,11 +255,11 @@ pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
             })
         })
         .collect::<std::result::Result<_, StoreError>>()?;
-    let mut d = Draws::new(r.seed);
+    let mut d = Draws::new(seed);
     let ids = rules::batch(&pool, || d.draw());
     if ids.is_empty() {
         release_reflection(sql, &claim, now).await?;
-        return Ok(json!({"due": true, "decisions": []}));
+        return Ok(ReflectionStart::NothingToReview);
     }
     let params: Vec<Value> = ids.iter().map(|i| Value::Int(*i)).collect();
     let rows = sql
@@ -278,57 +280,39 @@ pub async fn reflect_begin(r: ReflectBeginRequest) -> Result<J> {
         let mode = row.text("selected_mode")?;
         let runner_up =
             scores.iter().filter(|(m, _)| **m != mode).max_by(|a, b| a.1.total_cmp(b.1)).map(|(m, _)| m.clone());
-        decisions.push(json!({
-            "id": id,
-            "message": row.opt_text("prompt")?.unwrap_or_default(),
-            "signals": serde_json::from_str::<J>(&row.text("signal_snapshot")?).unwrap_or(J::Null),
-            "selected_mode": mode,
-            "runner_up": runner_up,
-            "margin": row.f64("margin")?,
-            "tiebreaker_used": row.i64("tiebreaker_used")? == 1,
-        }));
+        decisions.push(DecisionReview {
+            id: *id,
+            message: row.opt_text("prompt")?.unwrap_or_default(),
+            signals: serde_json::from_str::<Signals>(&row.text("signal_snapshot")?).ok().map(Into::into),
+            selected_mode: mode,
+            runner_up,
+            margin: row.f64("margin")?,
+            tiebreaker_used: row.i64("tiebreaker_used")? == 1,
+        });
     }
-    Ok(json!({"due": true, "claim": claim, "decisions": decisions}))
+    Ok(ReflectionStart::Batch(ReflectionBatch { claim, decisions }))
 }
 
 async fn release_reflection(sql: &Sql, claim: &str, now: i64) -> std::result::Result<u64, StoreError> {
-    crate::schedule::release(sql, REFLECTION, claim, Some(now + rules::REFLECTION_GAP_MS), Some((now, "reviewed")))
-        .await
-}
-
-/// One decision's reflection, or why there is none.
-#[derive(Debug, Deserialize)]
-pub struct Reflected {
-    pub id: i64,
-    pub reflection: Option<Reflection>,
-    #[serde(default)]
-    pub message_empty: bool,
-    pub source: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct ReflectFinishRequest {
-    pub claim: String,
-    pub now_ms: u64,
-    pub results: Vec<Reflected>,
+    schedule::release(sql, REFLECTION, claim, Some(now + rules::REFLECTION_GAP_MS), Some((now, "reviewed"))).await
 }
 
 /// Stores the batch's reflections with whether each counts, and gives the
 /// schedule back for 30 minutes; one transaction under the claim. A
 /// decision the model could not judge stays unreflected.
-pub async fn reflect_finish(r: ReflectFinishRequest) -> Result<J> {
+pub async fn reflect_finish(claim: &str, now_ms: u64, reviews: Vec<Review>) -> Result<ReflectionsStored> {
     let sql = mneme_store::open_sql().await?;
-    let now = r.now_ms as i64;
+    let now = now_ms as i64;
     let out = sql
         .transaction(async |sql: &Sql| {
-            if release_reflection(sql, &r.claim, now).await? == 0 {
+            if release_reflection(sql, claim, now).await? == 0 {
                 return Err(StoreError::new("lease-lost", "the reflection batch's claim is gone"));
             }
             let (mut reflected, mut counted) = (0, 0);
-            for x in &r.results {
-                let Some(refl) = &x.reflection else { continue };
-                let filtered = rules::filter(refl, x.message_empty);
-                let mut stored = serde_json::to_value(refl).unwrap_or(J::Null);
+            for x in reviews {
+                let Some(refl) = x.reflection.map(Reflection::from) else { continue };
+                let filtered = rules::filter(&refl, x.message_empty);
+                let mut stored = serde_json::to_value(&refl).unwrap_or_default();
                 stored["source"] = json!(x.source);
                 let n = sql
                     .execute(
@@ -348,7 +332,7 @@ pub async fn reflect_finish(r: ReflectFinishRequest) -> Result<J> {
                     counted += 1;
                 }
             }
-            Ok(json!({"reflected": reflected, "counted": counted}))
+            Ok(ReflectionsStored { reflected, counted })
         })
         .await?;
     Ok(out)

@@ -4,7 +4,7 @@
 
 use mneme_store::sql::SqlKind;
 use mneme_store::{Sql, StoreError, Value};
-use serde_json::{Value as J, json};
+use serde_json::Value as J;
 
 /// The Postgres advisory lock that makes event ids commit in order (D-C21).
 const EVENT_ORDER_LOCK: i64 = 0x6d6e_656d_6576_0001;
@@ -29,14 +29,13 @@ pub async fn publishing<T>(
     .await
 }
 
-/// Appends an event and returns `{id}`. Only inside [`publishing`].
-pub async fn publish_with(sql: &Sql, kind: &str, payload: &J, now_ms: u64) -> std::result::Result<J, StoreError> {
+/// Appends an event and returns its id. Only inside [`publishing`].
+pub async fn publish_with(sql: &Sql, kind: &str, payload: &J, now_ms: u64) -> std::result::Result<i64, StoreError> {
     let rows = sql
         .query(
             "INSERT INTO events (type, payload, created_ms) VALUES ($1, $2, $3) RETURNING id",
             &[kind.into(), payload.to_string().into(), Value::Int(now_ms as i64)],
         )
         .await?;
-    let id = rows.first().ok_or_else(|| StoreError::new("decode", "the event insert returned no id"))?.i64("id")?;
-    Ok(json!({"id": id}))
+    rows.first().ok_or_else(|| StoreError::new("decode", "the event insert returned no id"))?.i64("id")
 }

@@ -4,6 +4,7 @@
 //! cycle's lease ends and the next tick takes the engine over.
 
 use mneme_store::{Sql, StoreError, Value};
+use mneme_types::GivenBack;
 
 /// Why a claim was refused: another cycle holds the engine, or it is not
 /// due yet.
@@ -90,8 +91,8 @@ pub struct Queue {
 
 /// Gives a claimed queue job back (`jobs` or `knowledge_jobs`): queued
 /// again after the queue's backoff × attempts while fewer than
-/// `attempts_allowed` were made, else failed with the error. Its new
-/// status, or `None` when the claim is gone.
+/// `attempts_allowed` were made, else failed with the error. What became
+/// of it, or `None` when the claim is gone.
 pub async fn give_back(
     sql: &Sql,
     queue: &Queue,
@@ -99,7 +100,7 @@ pub async fn give_back(
     error: Value,
     attempts_allowed: i64,
     now: i64,
-) -> Result<Option<String>, StoreError> {
+) -> Result<Option<GivenBack>, StoreError> {
     let Queue { table, error_column, backoff_ms } = queue;
     let rows = sql
         .query(
@@ -111,5 +112,6 @@ pub async fn give_back(
             &[id, claim.into(), error, Value::Int(attempts_allowed), Value::Int(now), Value::Int(*backoff_ms)],
         )
         .await?;
-    rows.first().map(|row| row.text("status")).transpose()
+    let status = rows.first().map(|row| row.text("status")).transpose()?;
+    Ok(status.map(|s| if s == "queued" { GivenBack::Queued } else { GivenBack::Failed }))
 }

@@ -1,0 +1,261 @@
+//! The principal's control of their memory: forgetting an exchange, a
+//! fact or a topic (with the episodes and concepts built from them), the
+//! privacy export of everything stored, and deleting it all.
+
+use mneme_store::{Row, Sql, Stores, Value};
+use mneme_substrate::jobs::CHUNKER_QUEUE;
+use mneme_substrate::{Fail, Result, graph, records, search};
+use mneme_types::memory::{Deleted, FactKey, ForgetScope, Forgotten, TopicForgotten};
+use serde_json::{Map, Value as J, json};
+
+fn row_json(r: &Row) -> J {
+    let mut m = Map::new();
+    for (k, v) in r.iter() {
+        let j = match v {
+            Value::Null => J::Null,
+            Value::Int(i) => json!(i),
+            Value::Real(f) => json!(f),
+            Value::Text(t) => json!(t),
+            Value::Blob(b) => json!(format!("<{} bytes>", b.len())),
+        };
+        m.insert(k.to_string(), j);
+    }
+    J::Object(m)
+}
+
+async fn delete_exchange_rows(sql: &Sql, ids: &[String]) -> Result<u64> {
+    let mut n = 0;
+    for id in ids {
+        let rows =
+            sql.query("SELECT thread_id, prompt, response FROM exchanges WHERE id = $1", &[id.as_str().into()]).await?;
+        if let Some(r) = rows.first() {
+            let thread = r.text("thread_id")?;
+            for content in [r.text("prompt")?, r.text("response")?] {
+                sql.execute(
+                    "DELETE FROM working_memory WHERE thread_id = $1 AND content = $2",
+                    &[thread.as_str().into(), content.into()],
+                )
+                .await?;
+            }
+        }
+        for table in ["interaction_log", "triage_calibration", "routing_decisions", "cortex_iterations"] {
+            sql.execute(&format!("DELETE FROM {table} WHERE exchange_id = $1"), &[id.as_str().into()]).await?;
+        }
+        n += sql.execute("DELETE FROM exchanges WHERE id = $1", &[id.as_str().into()]).await?;
+        // A chunker job not run yet keeps only the id it will find gone.
+        sql.execute(
+            "UPDATE jobs SET payload = $1 WHERE queue = $2 AND payload LIKE $3",
+            &[
+                json!({"exchange_id": id}).to_string().into(),
+                CHUNKER_QUEUE.into(),
+                format!("%\"exchange_id\":\"{}\"%", id.replace(['%', '_'], "")).into(),
+            ],
+        )
+        .await?;
+        forget_episodes_of(sql, id).await?;
+    }
+    Ok(n)
+}
+
+/// Forgets the episodes built from an exchange, their search entries, and
+/// every concept drawn from them (with its relationships): a concept's
+/// name and definition may carry what was forgotten. Its other episodes go
+/// back to waiting, so the next semantic job draws their concepts again.
+async fn forget_episodes_of(sql: &Sql, exchange_id: &str) -> Result<()> {
+    let like = format!("%\"{}\"%", exchange_id.replace(['%', '_'], ""));
+    let gone: Vec<String> = sql
+        .query("SELECT id FROM episodes WHERE exchange_ids LIKE $1", &[like.into()])
+        .await?
+        .iter()
+        .map(|r| r.text("id"))
+        .collect::<std::result::Result<_, _>>()?;
+    for ep in &gone {
+        sql.execute("DELETE FROM episodes WHERE id = $1", &[ep.as_str().into()]).await?;
+        graph::forget_episode(sql, ep).await?;
+        search::remove(sql, graph::CORPUS, ep).await?;
+        let concepts = sql
+            .query(
+                "SELECT id, source_episodes FROM semantic_concepts WHERE source_episodes LIKE $1",
+                &[format!("%\"{ep}\"%").into()],
+            )
+            .await?;
+        for c in &concepts {
+            let id = c.text("id")?;
+            let sources: Vec<String> = serde_json::from_str(&c.text("source_episodes")?).unwrap_or_default();
+            sql.execute(
+                "DELETE FROM semantic_relationships WHERE source_id = $1 OR target_id = $1",
+                &[id.as_str().into()],
+            )
+            .await?;
+            sql.execute("DELETE FROM semantic_concepts WHERE id = $1", &[id.as_str().into()]).await?;
+            graph::forget_concept(sql, &id).await?;
+            for other in sources.iter().filter(|s| *s != ep) {
+                sql.execute("UPDATE episodes SET semantic_status = 'pending' WHERE id = $1", &[other.as_str().into()])
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Forgets one exchange, one fact, or everything about a topic (its
+/// exchanges and their logs, working-memory turns, gists, facts, FOK and
+/// the topic itself), and the episodes built from those exchanges with
+/// the concepts only they backed.
+pub async fn forget(scope: ForgetScope) -> Result<Forgotten> {
+    let stores = Stores::open().await?;
+    let (sql, kv) = (&stores.sql, &stores.kv);
+    match scope {
+        ForgetScope::Exchange(id) => {
+            let n = sql
+                .transaction(async |sql: &Sql| {
+                    delete_exchange_rows(sql, std::slice::from_ref(&id)).await.map_err(to_store)
+                })
+                .await?;
+            if n == 0 {
+                return Err(Fail::new("not-found", format!("no exchange {id}")));
+            }
+            Ok(Forgotten::Exchanges(n))
+        }
+        ForgetScope::Fact(FactKey { key, topic }) => {
+            let topics: Vec<String> = match topic {
+                Some(t) => vec![t],
+                None => kv
+                    .keys("fact_index:")
+                    .await?
+                    .into_iter()
+                    .map(|k| k.trim_start_matches("fact_index:").to_string())
+                    .collect(),
+            };
+            let mut n = 0;
+            for t in topics {
+                if kv.zrem(&format!("fact_index:{t}"), &key).await? {
+                    n += 1;
+                }
+                kv.delete(&format!("fact:{t}:{key}")).await?;
+            }
+            if n == 0 {
+                return Err(Fail::new("not-found", format!("no fact `{key}`")));
+            }
+            Ok(Forgotten::Facts(n))
+        }
+        ForgetScope::Topic(topic) => {
+            let ids: Vec<String> = sql
+                .query("SELECT id FROM exchanges WHERE topic = $1", &[topic.as_str().into()])
+                .await?
+                .iter()
+                .map(|r| r.text("id"))
+                .collect::<std::result::Result<_, _>>()?;
+            let n = sql
+                .transaction(async |sql: &Sql| {
+                    let n = delete_exchange_rows(sql, &ids).await.map_err(to_store)?;
+                    sql.execute("DELETE FROM topics WHERE name = $1", &[topic.as_str().into()]).await?;
+                    graph::forget_topic(sql, &topic).await?;
+                    Ok(n)
+                })
+                .await?;
+            let mut keys = 0;
+            for prefix in [format!("gist:{topic}:"), format!("fact:{topic}:")] {
+                for k in kv.keys(&prefix).await? {
+                    kv.delete(&k).await?;
+                    keys += 1;
+                }
+            }
+            for k in [format!("gist_index:{topic}"), format!("fact_index:{topic}"), format!("fok:{topic}")] {
+                kv.delete(&k).await?;
+            }
+            Ok(Forgotten::Topic(TopicForgotten { exchanges: n, memory_keys: keys, topic }))
+        }
+    }
+}
+
+fn to_store(f: Fail) -> mneme_store::StoreError {
+    mneme_store::StoreError::new("forget", format!("{}: {}", f.code, f.message))
+}
+
+/// Tables the principal's data lives in, in export order.
+pub const TABLES: [&str; 34] = [
+    "user_traits",
+    "threads",
+    "exchanges",
+    "working_memory",
+    "topics",
+    "interaction_log",
+    "triage_calibration",
+    "routing_decisions",
+    "cortex_iterations",
+    "spark_state",
+    "scheduled_items",
+    "lists",
+    "list_items",
+    "persistent_tasks",
+    "events",
+    "jobs",
+    "knowledge_entries",
+    "knowledge_jobs",
+    "reasoning_patterns",
+    "search_index",
+    "search_vectors",
+    "vector_blocks",
+    "rx_observations",
+    "rx_recs",
+    "rx_artifacts",
+    "episodes",
+    "semantic_concepts",
+    "semantic_relationships",
+    "drift_log",
+    "drift_cooldowns",
+    "curiosity_threads",
+    "router_weights",
+    "routing_adjustments",
+    "routing_metrics",
+];
+/// Key-value prefixes of the principal's memory.
+pub const KV_PREFIXES: [&str; 9] =
+    ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:", "sse_pending:", "critic_rate:"];
+
+/// Everything stored about the principal, as JSON.
+pub async fn export(now_ms: u64) -> Result<String> {
+    let stores = Stores::open().await?;
+    let mut tables = Map::new();
+    for t in TABLES {
+        let rows = stores.sql.query(&format!("SELECT * FROM {t}"), &[]).await?;
+        tables.insert(t.into(), J::Array(rows.iter().map(row_json).collect()));
+    }
+    let mut memory = Map::new();
+    for key in stores.kv.keys("fact_index:").await? {
+        let topic = key.trim_start_matches("fact_index:").to_string();
+        memory.entry("facts").or_insert_with(|| json!({}))[&topic] =
+            json!(records::facts(&stores.kv, &topic, now_ms).await?);
+    }
+    for key in stores.kv.keys("gist_index:").await? {
+        let topic = key.trim_start_matches("gist_index:").to_string();
+        memory.entry("gists").or_insert_with(|| json!({}))[&topic] =
+            json!(records::gists(&stores.kv, &topic, now_ms).await?);
+    }
+    Ok(json!({"exported_at_ms": now_ms, "tables": tables, "memory": memory}).to_string())
+}
+
+/// Deletes everything: every table of the principal's data in one
+/// transaction, then every memory key.
+pub async fn delete_all() -> Result<Deleted> {
+    let stores = Stores::open().await?;
+    let rows = stores
+        .sql
+        .transaction(async |sql: &Sql| {
+            let mut n = 0;
+            for t in TABLES {
+                n += sql.execute(&format!("DELETE FROM {t}"), &[]).await?;
+            }
+            Ok(n)
+        })
+        .await?;
+    let mut keys = 0;
+    for p in KV_PREFIXES {
+        for k in stores.kv.keys(p).await? {
+            stores.kv.delete(&k).await?;
+            keys += 1;
+        }
+    }
+    Ok(Deleted { rows, memory_keys: keys })
+}

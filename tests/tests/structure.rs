@@ -20,8 +20,6 @@ const KNOWN_LARGE: &[&str] = &["crates/mneme-runner"];
 /// Stage functions that still take and return JSON strings (D-C2), as
 /// `package/function`. TODO(#23): none.
 const KNOWN_JSON_FUNCS: &[&str] = &[
-    "drift/begin",
-    "drift/finish",
     "knowledge/enqueue",
     "knowledge/job",
     "knowledge/claim",

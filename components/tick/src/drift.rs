@@ -7,10 +7,10 @@
 
 use crate::mneme::drift::drift;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::parse;
 use mneme_background::cycle::RULES_LABEL;
 use mneme_background::drift::{self as rules, Activated, Thought};
 use mneme_types::StageError;
+use mneme_types::drift::{Applied, DriftDone, DriftStart, DriftThought};
 use serde_json::{Value, json};
 
 /// The engine's claim outlasts a cycle's model calls.
@@ -21,38 +21,82 @@ const ATTEMPTS: usize = 3;
 
 /// Runs a cycle if one is due. `clock` gives the time of each step.
 pub async fn cycle(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Value, StageError> {
-    let begun = parse(&drift::begin(json!({"now_ms": now, "lease_ms": LEASE_MS, "seed": seed}).to_string()).await?);
-    if begun["ran"] != json!(true) {
-        return Ok(begun);
-    }
-    let concepts: Vec<Activated> = serde_json::from_value(begun["concepts"].clone()).unwrap_or_default();
-    let seed_name = begun["seed"]["name"].as_str().unwrap_or_default().to_string();
-    let grounding = begun["grounding"]["gist"].as_str().map(String::from);
-    let (thought, source, tries) = thought(&seed_name, &concepts, grounding.as_deref()).await;
-    let finished = parse(
-        &drift::finish(
-            json!({"claim": begun["claim"], "now_ms": clock(), "next_ms": begun["next_ms"],
-                   "seed": begun["seed"], "concepts": concepts,
-                   "energy": begun["energy"], "grounding": begun["grounding"], "thought": thought, "source": source})
-            .to_string(),
-        )
-        .await?,
-    );
+    let begun = drift::begin(now, LEASE_MS, seed).await?;
+    let flushed = &begun.flushed;
+    let ready = match begun.start {
+        DriftStart::NotDue(n) => {
+            let why = if n.held { "another cycle holds the engine" } else { "not due yet" };
+            return Ok(json!({"due": false, "reason": why, "next_ms": n.at_ms, "flushed": flushed}));
+        }
+        DriftStart::Skipped(s) => {
+            let mut out = json!({"due": true, "ran": false, "skip": s.why, "conditions": s.conditions,
+                                 "next_ms": s.next_ms, "flushed": flushed});
+            if !s.tried.is_empty() {
+                out["tried"] = json!(s.tried);
+            }
+            if let Some(w) = s.weak_seed {
+                out["seed"] = json!({"name": w.name, "kind": w.kind});
+                out["energy"] = json!(w.energy);
+            }
+            return Ok(out);
+        }
+        DriftStart::Ready(r) => r,
+    };
+    let concepts: Vec<Activated> = ready.concepts.iter().cloned().map(Into::into).collect();
+    let grounding = ready.grounding.as_ref().map(|g| g.gist.as_str());
+    let (thought, source, tries) = thought(&ready.seed.name, &concepts, grounding).await;
+    let done = drift::finish(
+        DriftThought {
+            claim: ready.claim.clone(),
+            next_ms: ready.next_ms,
+            seed: ready.seed.clone(),
+            concepts: ready.concepts.clone(),
+            energy: ready.energy,
+            grounding: ready.grounding.clone(),
+            thought: thought.clone().into(),
+            source: source.clone(),
+        },
+        clock(),
+    )
+    .await?;
     Ok(json!({
         "due": true,
         "ran": true,
-        "flushed": begun["flushed"],
-        "tried": begun["tried"],
-        "seed": begun["seed"],
+        "flushed": flushed,
+        "tried": ready.tried,
+        "seed": ready.seed,
         "concepts": concepts,
-        "energy": begun["energy"],
-        "grounding": begun["grounding"],
+        "energy": ready.energy,
+        "grounding": ready.grounding,
         "thought": thought,
         "source": source,
         "model_tries": tries,
-        "next_ms": begun["next_ms"],
-        "drift": finished,
+        "next_ms": ready.next_ms,
+        "drift": done_report(done),
     }))
+}
+
+/// A finished drift as the tick reports it.
+fn done_report(d: DriftDone) -> Value {
+    let applied = match d.applied {
+        Applied::None => json!({}),
+        Applied::Deferred(dropped) => json!({"deferred": true, "dropped": dropped}),
+        Applied::Sent(id) => json!({"event_id": id}),
+        Applied::Task(t) => json!({"task_id": t.task_id, "event_id": t.event_id}),
+        Applied::DuplicateTask(id) => json!({"duplicate_of": id}),
+        Applied::NoRoom => json!({"refused": "the open tasks are at their limit"}),
+        Applied::Thread(id) => json!({"thread_id": id}),
+    };
+    json!({
+        "drift_id": d.drift_id,
+        "action": d.action,
+        "delivery": d.delivery.unwrap_or_default(),
+        "applied": applied,
+        "verdicts": d.verdicts,
+        "fatigue": d.fatigue,
+        "gist": d.gist,
+        "situation": d.situation,
+    })
 }
 
 /// The model's thought, or the rules' when no model is configured or it

@@ -23,6 +23,7 @@ spin_sdk::wit_bindgen::generate!({
         "mneme:types/routing@0.1.0": mneme_types::routing,
         "mneme:types/memory@0.1.0": mneme_types::memory,
         "mneme:types/consolidation@0.1.0": mneme_types::consolidation,
+        "mneme:types/drift@0.1.0": mneme_types::drift,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
         "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
         "mneme:memory/memory@0.1.0": mneme_entry::mneme::memory::memory,

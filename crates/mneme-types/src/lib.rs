@@ -23,7 +23,8 @@ spin_sdk::wit_bindgen::generate!({
     // Serialised by hand, under the names rows and the API use.
     additional_derives_ignore: [
         "error-code", "task-state", "step-status", "step", "surfacing", "pressure", "judgement", "routing-metrics",
-        "signals", "given-back", "gist-outcome", "gist-stored", "consolidation-summary",
+        "signals", "given-back", "gist-outcome", "gist-stored", "consolidation-summary", "seed-kind", "skip",
+        "thought-kind", "drift-action", "thought",
     ],
     generate_all,
 });
@@ -31,6 +32,7 @@ spin_sdk::wit_bindgen::generate!({
 pub mod consolidation;
 pub mod conv;
 pub mod conversation;
+pub mod drift;
 pub mod routing;
 
 /// The memory stage's values (`mneme:types/memory`), which have no pure

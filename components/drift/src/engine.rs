@@ -11,20 +11,25 @@
 //! applies the action and sets the next jittered time. A crash before
 //! `finish` writes nothing; the lease ends and a later tick drifts afresh.
 
-use crate::events::{publish_with, publishing};
-use crate::graph::{self as stored_graph, CORPUS};
-use crate::schedule;
-use crate::task_rows::{self as task_store, Inserted};
-use crate::{Result, Stores, as_store_error, bytes_f32, embed, f32_bytes, in_list, json_text, random_hex};
 use mneme_background::Draws;
 use mneme_background::consolidate as graph;
 use mneme_background::cycle::Progress;
 use mneme_background::drift::{self as rules, Action, Activated, Conditions, SeedKind, Sent, Situation, Skip, Thought};
 use mneme_background::tasks::{DEFAULT_PRIORITY, Refusal};
 use mneme_store::{Kv, Row, Sql, Value};
+use mneme_substrate::events::{publish_with, publishing};
+use mneme_substrate::graph::{self as stored_graph, CORPUS};
+use mneme_substrate::schedule;
+use mneme_substrate::task_rows::{self as task_store, Inserted};
+use mneme_substrate::{Result, Stores, as_store_error, bytes_f32, embed, f32_bytes, in_list, json_text, random_hex};
 use mneme_text::cosine;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value as J, json};
+use mneme_types::NotDue;
+use mneme_types::consolidation::GistStored;
+use mneme_types::drift::{
+    Applied, Delivered, DriftBegun, DriftDone, DriftReady, DriftStart, DriftThought, Grounding, Seed, SeedTry,
+    SituationBrief, SkippedCycle, TaskProposed, WeakSeed,
+};
+use serde_json::json;
 
 /// The engine's row in `engine_schedule`.
 pub const ENGINE: &str = "drift";
@@ -46,31 +51,6 @@ const SEED_POOL: i64 = 5;
 const INSIGHT_MIN_SIGNALS: i64 = 3;
 /// The drifts the COMMUNICATE bar's median is taken over.
 const MEDIAN_WINDOW: i64 = 100;
-
-#[derive(Debug, Deserialize)]
-pub struct BeginRequest {
-    pub now_ms: u64,
-    pub lease_ms: u64,
-    /// Seeds every random choice of the cycle.
-    pub seed: u64,
-}
-
-/// The seed concept a cycle drifts from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Seed {
-    pub id: String,
-    pub name: String,
-    pub kind: SeedKind,
-    pub strength: f64,
-    pub topic: String,
-}
-
-/// The episode a drift recalls.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Grounding {
-    pub id: String,
-    pub gist: String,
-}
 
 struct Concept {
     id: String,
@@ -106,31 +86,27 @@ async fn scalar_i64(sql: &Sql, query: &str, params: &[Value]) -> Result<Option<i
 
 /// Step 0–2 of a cycle: deliver deferred thoughts, claim the schedule,
 /// check the idle gate, select a seed and spread activation from it.
-pub async fn begin(r: BeginRequest) -> Result<J> {
-    let zone = crate::principal_zone().await?;
+pub async fn begin(now_ms: u64, lease_ms: u64, seed: u64) -> Result<DriftBegun> {
+    let zone = mneme_substrate::principal_zone().await?;
     let stores = Stores::open().await?;
     let (sql, kv) = (&stores.sql, &stores.kv);
-    let now = r.now_ms as i64;
+    let now = now_ms as i64;
     let flushed = flush(sql, kv, now, &zone).await?;
-    let mut d = Draws::new(r.seed);
+    let mut d = Draws::new(seed);
     let next_ms = rules::next_run(now, d.draw(), d.draw());
     let claim = random_hex(8);
-    if let Err(not_due) = schedule::claim(sql, ENGINE, &claim, now, r.lease_ms as i64).await? {
-        let why = if not_due.held { "another cycle holds the engine" } else { "not due yet" };
-        return Ok(json!({"due": false, "reason": why, "next_ms": not_due.at_ms(), "flushed": flushed}));
+    if let Err(n) = schedule::claim(sql, ENGINE, &claim, now, lease_ms as i64).await? {
+        let not_due = NotDue { held: n.held, next_ms: n.next_ms, at_ms: n.at_ms() };
+        return Ok(DriftBegun { flushed, start: DriftStart::NotDue(not_due) });
     }
     let c = conditions(sql, kv, now).await?;
-    let skip = async |why: Skip, extra: J| -> Result<J> {
+    let skip = async |why: Skip, tried: Vec<SeedTry>, weak_seed: Option<WeakSeed>| -> Result<DriftBegun> {
         release(sql, &claim, next_ms, now, &skip_name(why)).await?;
-        let mut out = json!({"due": true, "ran": false, "skip": why, "conditions": c, "next_ms": next_ms,
-                             "flushed": flushed});
-        if let (Some(o), Some(e)) = (out.as_object_mut(), extra.as_object()) {
-            o.extend(e.clone());
-        }
-        Ok(out)
+        let cycle = SkippedCycle { why: why.into(), conditions: c.clone().into(), tried, weak_seed, next_ms };
+        Ok(DriftBegun { flushed: flushed.clone(), start: DriftStart::Skipped(cycle) })
     };
     if let Err(why) = rules::preconditions(&c, now) {
-        return skip(why, json!({})).await;
+        return skip(why, Vec::new(), None).await;
     }
     let mut insight_open = match kv.get(INSIGHT_KEY).await? {
         Some(b) => String::from_utf8_lossy(&b).parse::<i64>().map_or(true, |t| now - t >= rules::INSIGHT_THROTTLE_MS),
@@ -149,15 +125,14 @@ pub async fn begin(r: BeginRequest) -> Result<J> {
             Some((c, _)) => !resting(sql, std::slice::from_ref(&c.id), now).await?.is_empty(),
             None => false,
         };
-        tried.push(json!({"kind": kind, "concept": found.as_ref().map(|(c, _)| c.name.clone()), "resting": resting}));
+        tried.push(SeedTry { kind: kind.into(), concept: found.as_ref().map(|(c, _)| c.name.clone()), resting });
         if let Some(found) = found.filter(|_| !resting) {
             chosen = Some((kind, found));
             break;
         }
     }
-    let tried_kinds: Vec<J> = tried;
     let Some((kind, (concept, topic_hint))) = chosen else {
-        return skip(Skip::NoSeed, json!({"tried": tried_kinds})).await;
+        return skip(Skip::NoSeed, tried, None).await;
     };
     let ids = [concept.id.clone()];
     let edges = stored_graph::neighbourhood(sql, &ids, graph::SPREAD_DEPTH, true).await?;
@@ -168,11 +143,8 @@ pub async fn begin(r: BeginRequest) -> Result<J> {
         spread.into_iter().filter(|(id, _)| !resting_ids.contains(id)).take(graph::SPREAD_TOP).collect();
     let energy = kept.first().map_or(0.0, |k| k.1);
     if energy < rules::MIN_ENERGY {
-        return skip(
-            Skip::LowEnergy,
-            json!({"tried": tried_kinds, "seed": {"name": concept.name, "kind": kind}, "energy": energy}),
-        )
-        .await;
+        let weak = WeakSeed { name: concept.name, kind: kind.into(), energy };
+        return skip(Skip::LowEnergy, tried, Some(weak)).await;
     }
     let concepts = activated(sql, &kept).await?;
     let topic = match topic_hint {
@@ -182,19 +154,17 @@ pub async fn begin(r: BeginRequest) -> Result<J> {
     let mut query: Vec<&str> = vec![concept.name.as_str()];
     query.extend(concepts.iter().take(2).map(|c| c.name.as_str()));
     let grounding = grounding(sql, &query.join(" ")).await?;
-    Ok(json!({
-        "due": true,
-        "ran": true,
-        "claim": claim,
-        "next_ms": next_ms,
-        "conditions": c,
-        "tried": tried_kinds,
-        "flushed": flushed,
-        "seed": Seed { id: concept.id, name: concept.name, kind, strength: concept.strength, topic },
-        "concepts": concepts,
-        "energy": energy,
-        "grounding": grounding,
-    }))
+    let ready = DriftReady {
+        claim,
+        next_ms,
+        conditions: c.into(),
+        tried,
+        seed: Seed { id: concept.id, name: concept.name, kind: kind.into(), strength: concept.strength, topic },
+        concepts: concepts.into_iter().map(Into::into).collect(),
+        energy,
+        grounding,
+    };
+    Ok(DriftBegun { flushed, start: DriftStart::Ready(ready) })
 }
 
 /// Gives the schedule back with its next time and the cycle's outcome.
@@ -221,7 +191,7 @@ async fn conditions(sql: &Sql, kv: &Kv, now: i64) -> Result<Conditions> {
 /// Whether a focus session is live on any thread.
 async fn focus_live(kv: &Kv, now: i64) -> Result<bool> {
     for key in kv.keys("focus:").await? {
-        if crate::records::focus(kv, key.trim_start_matches("focus:"), now as u64).await?.is_some() {
+        if mneme_substrate::records::focus(kv, key.trim_start_matches("focus:"), now as u64).await?.is_some() {
             return Ok(true);
         }
     }
@@ -448,7 +418,8 @@ async fn activated(sql: &Sql, kept: &[(String, f64)]) -> Result<Vec<Activated>> 
 /// search over the episodes).
 async fn grounding(sql: &Sql, query: &str) -> Result<Option<Grounding>> {
     let e = embed(query)?;
-    let found = crate::search::candidates(sql, &[CORPUS], query, &e, mneme_knowledge::fusion::Mode::Hybrid).await?;
+    let found =
+        mneme_substrate::search::candidates(sql, &[CORPUS], query, &e, mneme_knowledge::fusion::Mode::Hybrid).await?;
     let Some(id) = found.fused.first().and_then(|(seq, _)| found.get(*seq)).map(|(id, _)| id.clone()) else {
         return Ok(None);
     };
@@ -461,7 +432,7 @@ async fn grounding(sql: &Sql, query: &str) -> Result<Option<Grounding>> {
 /// absence"), unless they are in a focus session; the older ones waiting
 /// are dropped, so a return brings one message, not a backlog. Expires
 /// those older than 48 h. Delivered once however many ticks race for it.
-async fn flush(sql: &Sql, kv: &Kv, now: i64, zone: &mneme_time::Zone) -> Result<Vec<J>> {
+async fn flush(sql: &Sql, kv: &Kv, now: i64, zone: &mneme_time::Zone) -> Result<Vec<Delivered>> {
     sql.execute(
         "UPDATE drift_log SET delivery = 'expired' WHERE delivery = 'deferred' AND created_ms < $1",
         &[Value::Int(now - rules::DEFERRED_TTL_MS)],
@@ -503,23 +474,23 @@ async fn flush(sql: &Sql, kv: &Kv, now: i64, zone: &mneme_time::Zone) -> Result<
     })
     .await?;
     Ok(match dropped {
-        Some(d) => vec![json!({"drift_id": id, "older_dropped": d})],
+        Some(d) => vec![Delivered { drift_id: id, older_dropped: d }],
         None => Vec::new(),
     })
 }
 
-#[derive(Debug, Deserialize)]
-pub struct FinishRequest {
-    pub claim: String,
-    pub now_ms: u64,
-    pub next_ms: i64,
-    pub seed: Seed,
-    pub concepts: Vec<Activated>,
-    pub energy: f64,
-    pub grounding: Option<Grounding>,
-    pub thought: Thought,
-    /// The model's name, or the rules' label.
-    pub source: String,
+/// A ready cycle's thought, its rules' types in hand.
+struct Finish {
+    claim: String,
+    now_ms: u64,
+    next_ms: i64,
+    seed: Seed,
+    seed_kind: SeedKind,
+    concepts: Vec<Activated>,
+    energy: f64,
+    grounding: Option<Grounding>,
+    thought: Thought,
+    source: String,
 }
 
 /// The proactive messages drift sent, newest first, with the principal's
@@ -551,7 +522,7 @@ fn best_cosine(e: &[f32], rows: &[Row]) -> Result<f64> {
 }
 
 /// Everything the action gates read.
-async fn situation(sql: &Sql, r: &FinishRequest, embedding: &[f32], hour: u32) -> Result<Situation> {
+async fn situation(sql: &Sql, r: &Finish, embedding: &[f32], hour: u32) -> Result<Situation> {
     let now = r.now_ms as i64;
     let t = &r.thought;
     let last_exchange = scalar_i64(sql, "SELECT max(created_ms) AS v FROM exchanges", &[]).await?;
@@ -625,13 +596,19 @@ async fn situation(sql: &Sql, r: &FinishRequest, embedding: &[f32], hour: u32) -
             &[Value::Int(now - THREAD_TTL_MS)],
         )
         .await?;
-    let found =
-        crate::search::candidates(sql, &[CORPUS], &t.content, embedding, mneme_knowledge::fusion::Mode::Vector).await?;
+    let found = mneme_substrate::search::candidates(
+        sql,
+        &[CORPUS],
+        &t.content,
+        embedding,
+        mneme_knowledge::fusion::Mode::Vector,
+    )
+    .await?;
     Ok(Situation {
         now_ms: now,
         local_hour: hour,
         thought: Some(t.clone()),
-        seed_kind: Some(r.seed.kind),
+        seed_kind: Some(r.seed_kind),
         activation: r.energy,
         mean_activation: mean(&r.concepts),
         drifts: drifts.max(0) as u64,
@@ -673,11 +650,23 @@ fn kind_name(t: &Thought) -> String {
 /// the claim, logs the drift, rests its concepts, revives a decaying
 /// seed, applies the action and sets the next time; then stores the drift
 /// gist (and a reflection's) on the seed's topic.
-pub async fn finish(r: FinishRequest) -> Result<J> {
+pub async fn finish(t: DriftThought, now_ms: u64) -> Result<DriftDone> {
+    let r = Finish {
+        claim: t.claim,
+        now_ms,
+        next_ms: t.next_ms,
+        seed_kind: t.seed.kind.into(),
+        seed: t.seed,
+        concepts: t.concepts.into_iter().map(Into::into).collect(),
+        energy: t.energy,
+        grounding: t.grounding,
+        thought: t.thought.into(),
+        source: t.source,
+    };
     let stores = Stores::open().await?;
     let (sql, kv) = (&stores.sql, &stores.kv);
     let now = r.now_ms as i64;
-    let hour = crate::principal_zone().await?.local_hour(now);
+    let hour = mneme_substrate::principal_zone().await?.local_hour(now);
     let embedding = embed(&r.thought.content)?;
     let s = situation(sql, &r, &embedding, hour).await?;
     let fatigue = recent_activation(sql, now).await?;
@@ -706,7 +695,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                 id.as_str().into(),
                 r.seed.id.as_str().into(),
                 r.seed.name.as_str().into(),
-                json_text(&r.seed.kind).trim_matches('"').into(),
+                json_text(&r.seed_kind).trim_matches('"').into(),
                 r.seed.topic.as_str().into(),
                 json_text(&r.concepts).into(),
                 kind_name(&r.thought).into(),
@@ -733,7 +722,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
             .await?;
         }
         let mut revive: Vec<&String> = Vec::new();
-        if r.seed.kind == SeedKind::Decaying {
+        if r.seed_kind == SeedKind::Decaying {
             revive.push(&r.seed.id);
         }
         if action == Action::Reflect {
@@ -747,7 +736,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
             )
             .await?;
         }
-        let mut out = json!({});
+        let mut out = Applied::None;
         match action {
             Action::Communicate if quiet => {
                 // At most 3 wait; the oldest gives way.
@@ -761,11 +750,11 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                         &[],
                     )
                     .await?;
-                out = json!({"deferred": true, "dropped": dropped});
+                out = Applied::Deferred(dropped);
             }
             Action::Communicate | Action::Nurture => {
                 let e = publish_with(sql, "drift", &event, now as u64).await?;
-                out = json!({"event_id": e});
+                out = Applied::Sent(e);
             }
             Action::Plan => {
                 let made = task_store::insert(
@@ -788,10 +777,10 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                             now as u64,
                         )
                         .await?;
-                        json!({"task_id": task, "event_id": e})
+                        Applied::Task(TaskProposed { task_id: task, event_id: e })
                     }
-                    Inserted::Refused(Refusal::Duplicate(task)) => json!({"duplicate_of": task}),
-                    Inserted::Refused(Refusal::Full) => json!({"refused": "the open tasks are at their limit"}),
+                    Inserted::Refused(Refusal::Duplicate(task)) => Applied::DuplicateTask(task),
+                    Inserted::Refused(Refusal::Full) => Applied::NoRoom,
                 };
             }
             Action::SeedThread => {
@@ -809,7 +798,7 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
                     ],
                 )
                 .await?;
-                out = json!({"thread_id": thread});
+                out = Applied::Thread(thread);
             }
             _ => {}
         }
@@ -820,16 +809,22 @@ pub async fn finish(r: FinishRequest) -> Result<J> {
     // crash in between loses a 30-minute gist, never the drift. A
     // reflection's gist is the same thought, typed as one.
     let kind = if action == Action::Reflect { "reflection" } else { "drift" };
-    let gist = crate::records::store_gist(kv, &r.seed.topic, &r.thought.gist(), kind, 8, 0, r.now_ms).await?;
-    Ok(json!({
-        "drift_id": id,
-        "action": action,
-        "delivery": delivery,
-        "applied": applied,
-        "verdicts": verdicts,
-        "fatigue": fatigue,
-        "gist": {"type": kind, "outcome": gist},
-        "situation": {"relevance": s.relevance, "idle_ms": s.idle_ms, "local_hour": hour, "backoff": s.backoff,
-                      "exchanges": s.exchanges, "topic_signals": s.topic_signals},
-    }))
+    let gist = mneme_substrate::records::store_gist(kv, &r.seed.topic, &r.thought.gist(), kind, 8, 0, r.now_ms).await?;
+    Ok(DriftDone {
+        drift_id: id,
+        action: action.into(),
+        delivery: (!delivery.is_empty()).then(|| delivery.to_string()),
+        applied,
+        verdicts: verdicts.into_iter().map(Into::into).collect(),
+        fatigue,
+        gist: GistStored { kind: kind.to_string(), outcome: gist },
+        situation: SituationBrief {
+            relevance: s.relevance,
+            idle_ms: s.idle_ms,
+            local_hour: hour,
+            backoff: s.backoff,
+            exchanges: s.exchanges,
+            topic_signals: s.topic_signals,
+        },
+    })
 }

@@ -20,21 +20,6 @@ const KNOWN_LARGE: &[&str] = &["crates/mneme-runner"];
 /// Stage functions that still take and return JSON strings (D-C2), as
 /// `package/function`. TODO(#23): none.
 const KNOWN_JSON_FUNCS: &[&str] = &[
-    "knowledge/enqueue",
-    "knowledge/job",
-    "knowledge/claim",
-    "knowledge/prepare",
-    "knowledge/apply",
-    "knowledge/fail",
-    "knowledge/list",
-    "knowledge/get",
-    "knowledge/markdown",
-    "knowledge/vault",
-    "knowledge/patterns",
-    "knowledge/retrieve",
-    "knowledge/search",
-    "knowledge/add-documents",
-    "knowledge/delete-document",
     "rx/doors",
     "rx/put-door",
     "rx/observe",

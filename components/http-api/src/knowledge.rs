@@ -4,12 +4,14 @@
 //! the `knowledge` stage's.
 
 use crate::mneme::knowledge::knowledge;
-use crate::{Reply, err, num, reply, stage_error, stage_json};
+use crate::{Reply, err, num, reply, stage_error, stage_value};
 use mneme_entry::clock;
 use mneme_http::{ApiError, json, parse_json_body};
 use mneme_knowledge::fusion::Mode;
 use mneme_time::calendar::parse_date;
-use serde_json::{Map, Value, json};
+use mneme_types::VaultFile;
+use mneme_types::knowledge::{JobView, KnowledgeType, NewDocument, SearchMode, SourceType, Transcript};
+use serde_json::{Value, json};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use std::collections::HashMap;
@@ -92,7 +94,8 @@ pub async fn ingest(req: Request) -> Reply {
     let parsed = (|| {
         known_fields(&v, &["source_type", "source_channel", "source_date", "source_url", "text"])?;
         let source_type = match v.get("source_type").and_then(Value::as_str) {
-            Some(t @ ("chat" | "meeting")) => t.to_string(),
+            Some("chat") => SourceType::Chat,
+            Some("meeting") => SourceType::Meeting,
             _ => return Err(bad("invalid", "`source_type` must be \"chat\" or \"meeting\"")),
         };
         let text = match v.get("text") {
@@ -105,24 +108,25 @@ pub async fn ingest(req: Request) -> Reply {
         if text.chars().count() > MAX_TRANSCRIPT_CHARS {
             return Err(bad("invalid", format!("`text` is at most {MAX_TRANSCRIPT_CHARS} characters")));
         }
-        Ok(json!({
-            "source_type": source_type,
-            "source_channel": opt_str(&v, "source_channel", 200)?,
-            "source_date": date(&v, "source_date", true)?,
-            "source_url": url(&v, "source_url")?,
-            "text": text,
-            "now_ms": now,
-        }))
+        Ok(Transcript {
+            source_type,
+            source_channel: opt_str(&v, "source_channel", 200)?,
+            source_date: date(&v, "source_date", true)?.unwrap_or_default(),
+            source_url: url(&v, "source_url")?,
+            text,
+        })
     })();
-    let request = match parsed {
+    let source = match parsed {
         Ok(r) => r,
         Err(e) => return err(e),
     };
-    match knowledge::enqueue(request.to_string()).await {
-        Ok(body) => {
-            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            let status = if v["duplicate"] == json!(true) { StatusCode::OK } else { StatusCode::ACCEPTED };
-            reply(json(status, &v))
+    match knowledge::enqueue(source, now).await {
+        Ok(q) => {
+            let mut v = json!({"job_id": q.job_id, "status": q.status, "duplicate": q.duplicate});
+            if q.duplicate {
+                v["requeued"] = json!(q.requeued);
+            }
+            reply(json(if q.duplicate { StatusCode::OK } else { StatusCode::ACCEPTED }, &v))
         }
         Err(e) => reply(stage_error(e)),
     }
@@ -144,37 +148,43 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
         if method != Method::GET {
             return allowed("GET");
         }
-        return Some(reply(stage_json(knowledge::job(json!({"id": id}).to_string()).await)));
+        return Some(reply(stage_value(knowledge::job(id.to_string()).await.map(job_view))));
     }
     if let Some(rest) = path.strip_prefix("/knowledge/entries/") {
         if method != Method::GET {
             return allowed("GET");
         }
         return Some(match rest.strip_suffix(".md") {
-            Some(id) => match knowledge::markdown(json!({"id": id}).to_string()).await {
-                Ok(body) => {
-                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    spin_sdk::http::Response::builder()
-                        .status(200)
-                        .header("content-type", "text/markdown; charset=utf-8")
-                        .body(v["markdown"].as_str().unwrap_or("").to_string())
-                        .expect("static parts")
-                        .into_response()
-                }
+            Some(id) => match knowledge::markdown(id.to_string()).await {
+                Ok(m) => spin_sdk::http::Response::builder()
+                    .status(200)
+                    .header("content-type", "text/markdown; charset=utf-8")
+                    .body(m.markdown)
+                    .expect("static parts")
+                    .into_response(),
                 Err(e) => reply(stage_error(e)),
             },
-            None => reply(stage_json(knowledge::get(json!({"id": rest}).to_string()).await)),
+            None => reply(stage_value(knowledge::get(rest.to_string()).await.map(|d| {
+                let active = d.entry.superseded_by.is_none();
+                let mut v = json!(d.entry);
+                v["supersedes"] = json!(d.supersedes);
+                v["active"] = json!(active);
+                v
+            }))),
         });
     }
     if let Some(id) = path.strip_prefix("/documents/") {
         if method != Method::DELETE {
             return allowed("DELETE");
         }
-        return Some(reply(stage_json(knowledge::delete_document(json!({"id": id}).to_string()).await)));
+        let deleted = knowledge::delete_document(id.to_string()).await.map(|()| json!({"deleted": id}));
+        return Some(reply(stage_value(deleted)));
     }
     Some(match path {
         "/knowledge/entries" if method == Method::GET => list(query).await,
-        "/knowledge/patterns" if method == Method::GET => reply(stage_json(knowledge::patterns("{}".into()).await)),
+        "/knowledge/patterns" if method == Method::GET => {
+            reply(stage_value(knowledge::patterns().await.map(|p| json!({"patterns": p}))))
+        }
         "/retrieve" if method == Method::POST => retrieve(req).await,
         "/search" if method == Method::GET => search(query).await,
         "/documents" if method == Method::POST => documents(req).await,
@@ -185,11 +195,28 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
     })
 }
 
-fn mode(raw: Option<&str>) -> Result<Mode, ApiError> {
+fn mode(raw: Option<&str>) -> Result<SearchMode, ApiError> {
     match raw {
-        None => Ok(Mode::Hybrid),
-        Some(m) => Mode::parse(m).ok_or_else(|| bad("invalid", "`mode` must be hybrid, text or vector")),
+        None => Ok(SearchMode::Hybrid),
+        Some(m) => {
+            Mode::parse(m).map(Into::into).ok_or_else(|| bad("invalid", "`mode` must be hybrid, text or vector"))
+        }
     }
+}
+
+/// A job as `GET /knowledge/jobs/{id}` shows it: the report's fields beside
+/// the job's own, once it is done.
+fn job_view(j: JobView) -> Value {
+    let mut v = json!({
+        "id": j.id, "status": j.status, "attempts": j.attempts, "created_at": j.created_at,
+        "updated_at": j.updated_at, "source": j.source, "error": j.error,
+    });
+    if let Some(Value::Object(o)) = j.outcome.map(|o| json!(o)) {
+        for (k, x) in o {
+            v[k] = x;
+        }
+    }
+    v
 }
 
 async fn list(q: &HashMap<String, String>) -> Reply {
@@ -198,7 +225,7 @@ async fn list(q: &HashMap<String, String>) -> Reply {
         let offset = num(q, "offset", 0, 0, 1_000_000)?;
         let kind = match q.get("type").filter(|t| !t.trim().is_empty()) {
             None => None,
-            Some(t) => Some(mneme_knowledge::KnowledgeType::parse(t).map(|k| k.as_str()).ok_or_else(|| {
+            Some(t) => Some(mneme_knowledge::KnowledgeType::parse(t).map(KnowledgeType::from).ok_or_else(|| {
                 bad("invalid", "`type` must be framework, decision, standard, philosophy or reaction")
             })?),
         };
@@ -207,13 +234,14 @@ async fn list(q: &HashMap<String, String>) -> Reply {
             Some("true") => true,
             Some(_) => return Err(bad("invalid", "`include_superseded` must be true or false")),
         };
-        Ok(json!({"limit": limit, "offset": offset, "type": kind,
-                  "pattern": q.get("pattern"), "include_superseded": include}))
+        Ok((limit, offset, kind, include))
     })();
-    match parsed {
-        Ok(r) => reply(stage_json(knowledge::list(r.to_string()).await)),
-        Err(e) => err(e),
-    }
+    let (limit, offset, kind, include) = match parsed {
+        Ok(r) => r,
+        Err(e) => return err(e),
+    };
+    let page = knowledge::list(limit, offset, kind, q.get("pattern").cloned(), include).await;
+    reply(stage_value(page.map(|p| json!({"entries": p.entries, "total": p.total, "limit": limit, "offset": offset}))))
 }
 
 fn query_text(raw: Option<&str>, name: &str) -> Result<String, ApiError> {
@@ -238,7 +266,7 @@ async fn retrieve(req: Request) -> Reply {
             Some(x) if !x.is_null() => return Err(bad("invalid", "`query` must be a string")),
             _ => return Err(bad("invalid", "`query` is required")),
         };
-        let k = match v.get("k") {
+        let k: u64 = match v.get("k") {
             None | Some(Value::Null) => 10,
             Some(k) => k
                 .as_u64()
@@ -246,16 +274,29 @@ async fn retrieve(req: Request) -> Reply {
                 .ok_or_else(|| bad("invalid", "`k` must be an integer from 1 to 50"))?,
         };
         let m = match v.get("mode") {
-            None | Some(Value::Null) => Mode::Hybrid,
+            None | Some(Value::Null) => SearchMode::Hybrid,
             Some(Value::String(s)) => mode(Some(s))?,
             Some(_) => return Err(bad("invalid", "`mode` must be hybrid, text or vector")),
         };
-        Ok(json!({"query": query, "k": k, "mode": m, "now_ms": now}))
+        Ok((query, k as u32, m))
     })();
-    match parsed {
-        Ok(r) => reply(stage_json(knowledge::retrieve(r.to_string()).await)),
-        Err(e) => err(e),
-    }
+    let (query, k, m) = match parsed {
+        Ok(r) => r,
+        Err(e) => return err(e),
+    };
+    reply(stage_value(knowledge::retrieve(query, k, m, now).await.map(|r| {
+        let results: Vec<Value> = r
+            .results
+            .into_iter()
+            .map(|x| {
+                let mut v = json!(x.entry);
+                v["relevance_score"] = json!(x.relevance_score);
+                v["final_score"] = json!(x.final_score);
+                v
+            })
+            .collect();
+        json!({"results": results, "mode": r.mode, "took_ms": r.took_ms})
+    })))
 }
 
 async fn search(q: &HashMap<String, String>) -> Reply {
@@ -272,12 +313,14 @@ async fn search(q: &HashMap<String, String>) -> Reply {
                 picked
             }
         };
-        Ok(json!({"q": text, "k": k, "mode": mode(q.get("mode").map(String::as_str))?, "corpora": corpora}))
+        Ok((text, k, mode(q.get("mode").map(String::as_str))?, corpora))
     })();
-    match parsed {
-        Ok(r) => reply(stage_json(knowledge::search(r.to_string()).await)),
-        Err(e) => err(e),
-    }
+    let (text, k, m, corpora) = match parsed {
+        Ok(r) => r,
+        Err(e) => return err(e),
+    };
+    let hits = knowledge::search(text, k, m, corpora, false).await;
+    reply(stage_value(hits.map(|results| json!({"results": results, "mode": m}))))
 }
 
 async fn documents(req: Request) -> Reply {
@@ -309,48 +352,49 @@ async fn documents(req: Request) -> Reply {
             {
                 return Err(bad("invalid", "`id` may hold letters, digits and - _ . : only"));
             }
-            let mut m = Map::new();
-            m.insert("id".into(), json!(id));
-            m.insert("title".into(), json!(opt_str(d, "title", 300)?));
-            m.insert("text".into(), json!(text));
-            m.insert("source_url".into(), json!(url(d, "source_url")?));
-            m.insert("source_date".into(), json!(date(d, "source_date", false)?));
-            Ok(Value::Object(m))
+            Ok(NewDocument {
+                id,
+                title: opt_str(d, "title", 300)?,
+                text,
+                source_url: url(d, "source_url")?,
+                source_date: date(d, "source_date", false)?,
+            })
         })();
         match one {
             Ok(doc) => docs.push(doc),
             Err(e) => return err(ApiError::new(e.status, e.code, format!("documents[{i}]: {}", e.message))),
         }
     }
-    match knowledge::add_documents(json!({"documents": docs, "now_ms": now}).to_string()).await {
-        Ok(body) => {
-            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            reply(json(StatusCode::CREATED, &v))
-        }
+    match knowledge::add_documents(docs, now).await {
+        Ok(ids) => reply(json(StatusCode::CREATED, &json!({"ids": ids}))),
         Err(e) => reply(stage_error(e)),
     }
 }
 
 /// The vault: knowledge entries and the rx artifacts.
 async fn vault() -> Reply {
-    let mut files: Vec<(String, String, u64)> = Vec::new();
-    for part in [knowledge::vault("{}".into()).await, crate::mneme::rx::rx::vault("{}".into()).await] {
-        let body = match part {
-            Ok(b) => b,
-            Err(e) => return reply(stage_error(e)),
-        };
-        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        for f in v["files"].as_array().into_iter().flatten() {
-            files.push((
-                f["path"].as_str().unwrap_or_default().to_string(),
-                f["content"].as_str().unwrap_or_default().to_string(),
-                f["mtime_secs"].as_u64().unwrap_or(0),
-            ));
+    let mut files: Vec<VaultFile> = Vec::new();
+    match knowledge::vault().await {
+        Ok(f) => files.extend(f),
+        Err(e) => return reply(stage_error(e)),
+    }
+    // TODO(#23): the rx stage answers JSON until its seam is typed.
+    match crate::mneme::rx::rx::vault("{}".into()).await {
+        Ok(body) => {
+            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            for f in v["files"].as_array().into_iter().flatten() {
+                files.push(VaultFile {
+                    path: f["path"].as_str().unwrap_or_default().to_string(),
+                    content: f["content"].as_str().unwrap_or_default().to_string(),
+                    mtime_secs: f["mtime_secs"].as_u64().unwrap_or(0),
+                });
+            }
         }
+        Err(e) => return reply(stage_error(e)),
     }
     let entries: Vec<mneme_knowledge::tar::File> = files
         .iter()
-        .map(|(p, c, t)| mneme_knowledge::tar::File { path: p, contents: c.as_bytes(), mtime_secs: *t })
+        .map(|f| mneme_knowledge::tar::File { path: &f.path, contents: f.content.as_bytes(), mtime_secs: f.mtime_secs })
         .collect();
     match mneme_knowledge::tar::archive(&entries) {
         Ok(tar) => spin_sdk::http::Response::builder()

@@ -15,6 +15,7 @@ use mneme_rx::artifact::{self, Draft, Inputs, Source};
 use mneme_rx::door::{Door, valid_name};
 use mneme_rx::signals::{self, AuxRow, CompositeScore, Signals};
 use mneme_types::StageError;
+use mneme_types::knowledge::SearchMode;
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use std::collections::HashMap;
@@ -309,14 +310,14 @@ async fn run(door_name: &str, now: u64) -> Reply {
     // Step 6: evidence from the vault search, keyed off the driving signal.
     let t6 = Instant::now();
     let query = begun["evidence_query"].as_str().unwrap_or(&driving).to_string();
-    let search = json!({"q": query, "k": artifact::MAX_SOURCES, "mode": "hybrid", "corpora": ["knowledge", "document"],
-                         "cache_embedding": true});
-    let (sources, outcome6) = match knowledge::search(search.to_string()).await {
-        Ok(body) => {
-            let sources: Vec<Source> = parse(&body)["results"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|r| serde_json::from_value(r.clone()).ok()).collect())
-                .unwrap_or_default();
+    let corpora = vec!["knowledge".to_string(), "document".to_string()];
+    let k = artifact::MAX_SOURCES as u32;
+    let (sources, outcome6) = match knowledge::search(query.clone(), k, SearchMode::Hybrid, corpora, true).await {
+        Ok(hits) => {
+            let sources: Vec<Source> = hits
+                .into_iter()
+                .map(|h| Source { corpus: h.corpus, id: h.id, title: h.title, snippet: h.snippet, score: h.score })
+                .collect();
             let n = sources.len();
             (sources, format!("{n} sources for \"{query}\""))
         }

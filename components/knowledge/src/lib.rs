@@ -1,5 +1,7 @@
-//! The `knowledge` stage (`mneme:knowledge`): a thin adapter over
-//! `mneme_pipeline::knowledge`.
+//! The `knowledge` stage (`mneme:knowledge`): the principal's judgement as
+//! knowledge entries (001 seed). [`ingest`] runs the ingest jobs' store
+//! side, [`read`] the entries, patterns, retrieval and the vault search,
+//! over the rows of [`entries`]. The rules are `mneme-knowledge`'s.
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/knowledge"],
@@ -7,66 +9,89 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/knowledge@0.1.0": mneme_types::knowledge,
     },
     generate_all,
 });
 
+mod entries;
+mod ingest;
+mod read;
+
 use exports::mneme::knowledge::knowledge::Guest;
-use mneme_pipeline::knowledge as k;
-use mneme_pipeline::{Fail, run};
-use mneme_types::StageError;
+use mneme_types::knowledge::{
+    Enqueued, EntryDetail, EntryPage, IngestJob, IngestReport, JobView, JudgedJob, KnowledgeType, Mirror, NewDocument,
+    PatternView, Prepared, Retrieved, SearchHit, SearchMode, Transcript,
+};
+use mneme_types::{GivenBack, StageError, VaultFile};
 
 struct Stage;
 
-fn err(f: Fail) -> StageError {
-    f.into()
-}
-
 impl Guest for Stage {
-    async fn enqueue(request: String) -> Result<String, StageError> {
-        run(&request, k::enqueue).await.map_err(err)
+    async fn enqueue(source: Transcript, now_ms: u64) -> Result<Enqueued, StageError> {
+        Ok(ingest::enqueue(source.into(), now_ms).await?)
     }
-    async fn job(request: String) -> Result<String, StageError> {
-        run(&request, k::job).await.map_err(err)
+    async fn job(id: String) -> Result<JobView, StageError> {
+        Ok(ingest::job(&id).await?)
     }
-    async fn claim(request: String) -> Result<String, StageError> {
-        run(&request, k::claim).await.map_err(err)
+    async fn claim(now_ms: u64, lease_ms: u64) -> Result<Option<IngestJob>, StageError> {
+        Ok(ingest::claim(now_ms, lease_ms).await?)
     }
-    async fn prepare(request: String) -> Result<String, StageError> {
-        run(&request, k::prepare).await.map_err(err)
+    async fn prepare(candidates: Vec<String>, merge_threshold: f32) -> Result<Vec<Prepared>, StageError> {
+        Ok(ingest::prepare(&candidates, merge_threshold).await?)
     }
-    async fn apply(request: String) -> Result<String, StageError> {
-        run(&request, k::apply).await.map_err(err)
+    async fn apply(job: JudgedJob) -> Result<IngestReport, StageError> {
+        Ok(ingest::apply(job).await?.into())
     }
-    async fn fail(request: String) -> Result<String, StageError> {
-        run(&request, k::fail).await.map_err(err)
+    async fn fail(
+        job_id: String,
+        claim: String,
+        error: String,
+        retry: bool,
+        now_ms: u64,
+    ) -> Result<GivenBack, StageError> {
+        Ok(ingest::fail(&job_id, &claim, &error, retry, now_ms).await?)
     }
-    async fn list(request: String) -> Result<String, StageError> {
-        run(&request, k::list).await.map_err(err)
+    async fn list(
+        limit: u32,
+        offset: u32,
+        kind: Option<KnowledgeType>,
+        pattern: Option<String>,
+        include_superseded: bool,
+    ) -> Result<EntryPage, StageError> {
+        let listing = read::Listing { limit, offset, kind: kind.map(Into::into), pattern, include_superseded };
+        Ok(read::list(listing).await?)
     }
-    async fn get(request: String) -> Result<String, StageError> {
-        run(&request, k::get).await.map_err(err)
+    async fn get(id: String) -> Result<EntryDetail, StageError> {
+        Ok(read::get(&id).await?)
     }
-    async fn markdown(request: String) -> Result<String, StageError> {
-        run(&request, k::markdown).await.map_err(err)
+    async fn markdown(id: String) -> Result<Mirror, StageError> {
+        Ok(read::markdown(&id).await?)
     }
-    async fn vault(request: String) -> Result<String, StageError> {
-        run(&request, async |_: serde_json::Value| k::vault().await).await.map_err(err)
+    async fn vault() -> Result<Vec<VaultFile>, StageError> {
+        Ok(read::vault().await?)
     }
-    async fn patterns(request: String) -> Result<String, StageError> {
-        run(&request, async |_: serde_json::Value| k::pattern_list().await).await.map_err(err)
+    async fn patterns() -> Result<Vec<PatternView>, StageError> {
+        Ok(read::pattern_list().await?)
     }
-    async fn retrieve(request: String) -> Result<String, StageError> {
-        run(&request, k::retrieve).await.map_err(err)
+    async fn retrieve(query: String, k: u32, mode: SearchMode, now_ms: u64) -> Result<Retrieved, StageError> {
+        Ok(read::retrieve(&query, k as usize, mode.into(), now_ms).await?)
     }
-    async fn search(request: String) -> Result<String, StageError> {
-        run(&request, k::search).await.map_err(err)
+    async fn search(
+        query: String,
+        k: u32,
+        mode: SearchMode,
+        corpora: Vec<String>,
+        cache_embedding: bool,
+    ) -> Result<Vec<SearchHit>, StageError> {
+        let q = read::Query { q: query, k: k as usize, mode: mode.into(), corpora, cache_embedding };
+        Ok(read::search(q).await?)
     }
-    async fn add_documents(request: String) -> Result<String, StageError> {
-        run(&request, k::add_documents).await.map_err(err)
+    async fn add_documents(documents: Vec<NewDocument>, now_ms: u64) -> Result<Vec<String>, StageError> {
+        Ok(read::add_documents(documents, now_ms).await?)
     }
-    async fn delete_document(request: String) -> Result<String, StageError> {
-        run(&request, k::delete_document).await.map_err(err)
+    async fn delete_document(id: String) -> Result<(), StageError> {
+        Ok(read::delete_document(&id).await?)
     }
 }
 

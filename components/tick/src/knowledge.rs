@@ -6,10 +6,10 @@
 
 use crate::mneme::knowledge::knowledge;
 use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
-use crate::parse;
 use mneme_knowledge::governor::{self, MERGE_COSINE_DEFAULT};
 use mneme_knowledge::{extract, rules};
 use mneme_types::StageError;
+use mneme_types::knowledge::{IngestJob, IngestReport, JudgedJob, Prepared};
 use serde_json::{Value, json};
 
 /// A claimed job is someone else's to take over after this long.
@@ -46,23 +46,15 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let model = llm::status().await;
     let mut done = Vec::new();
     while clock().saturating_sub(started) < BUDGET_MS {
-        let claimed = parse(&knowledge::claim(json!({"now_ms": clock(), "lease_ms": LEASE_MS}).to_string()).await?);
-        let Some(job) = claimed.get("job").filter(|j| !j.is_null()) else { break };
-        let id = job["id"].as_str().unwrap_or_default().to_string();
-        let claim = job["claim"].as_str().unwrap_or_default().to_string();
-        let patterns: Vec<(String, String)> = serde_json::from_value(claimed["patterns"].clone()).unwrap_or_default();
-        let outcome = run_job(job, &patterns, &model, threshold, &clock).await;
-        match outcome {
-            Ok(summary) => done.push(json!({"job_id": id, "status": "done", "kept": summary["kept"],
-                "merged": summary["merged"], "dropped": summary["dropped"], "extractor": summary["extractor"]})),
+        let Some(job) = knowledge::claim(clock(), LEASE_MS).await? else { break };
+        let (id, claim) = (job.id.clone(), job.claim.clone());
+        match run_job(job, &model, threshold, &clock).await {
+            Ok(report) => done.push(json!({"job_id": id, "status": "done", "kept": report.kept,
+                "merged": report.merged, "dropped": report.dropped, "extractor": report.extractor})),
             Err((error, retry)) => {
-                let status = knowledge::fail(
-                    json!({"job_id": id, "claim": claim, "error": error, "retry": retry, "now_ms": clock()})
-                        .to_string(),
-                )
-                .await
-                .map(|s| parse(&s)["status"].clone())
-                .unwrap_or(Value::Null);
+                let status = knowledge::fail(id.clone(), claim, error.clone(), retry, clock())
+                    .await
+                    .map_or(Value::Null, |s| json!(s));
                 done.push(json!({"job_id": id, "status": status, "error": error}));
             }
         }
@@ -72,20 +64,20 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
 
 /// One job; `Err((error, retry))` gives it back.
 async fn run_job(
-    job: &Value,
-    patterns: &[(String, String)],
+    job: IngestJob,
     model: &llm::ModelStatus,
     threshold: f32,
     clock: &impl Fn() -> u64,
-) -> Result<Value, (String, bool)> {
-    let text = job["source"]["text"].as_str().unwrap_or_default();
+) -> Result<IngestReport, (String, bool)> {
+    let patterns: Vec<(String, String)> = job.patterns.into_iter().map(|p| (p.slug, p.description)).collect();
+    let text = job.source.text.as_str();
     let (candidates, extractor, note) = if model.configured {
         let mut all = Vec::new();
         let mut name = model.primary.clone();
         for chunk in extract::chunks(text) {
             let c = llm::complete(CompletionRequest {
                 tier: Tier::Primary,
-                messages: mneme_entry::model::system_user(extract::PROMPT, extract::user_message(&chunk, patterns)),
+                messages: mneme_entry::model::system_user(extract::PROMPT, extract::user_message(&chunk, &patterns)),
                 max_tokens: Some(4_000),
                 temperature: Some(0.1),
                 json: true,
@@ -100,39 +92,39 @@ async fn run_job(
     } else {
         (rules::extract(text), rules::LABEL.to_string(), Some("no model configured: rule-based extraction".into()))
     };
-    let prepared = knowledge::prepare(json!({"candidates": candidates, "merge_threshold": threshold}).to_string())
-        .await
-        .map_err(|e| (stage(e), true))?;
-    let mut items = parse(&prepared)["items"].as_array().cloned().unwrap_or_default();
+    let candidates: Vec<String> = candidates.iter().map(Value::to_string).collect();
+    let mut items = knowledge::prepare(candidates, threshold).await.map_err(|e| (stage(e), true))?;
     for item in items.iter_mut() {
         judge_stances(item, model, threshold).await;
     }
-    let applied = knowledge::apply(
-        json!({"job_id": job["id"], "claim": job["claim"], "extractor": extractor, "extractor_note": note,
-               "items": items, "merge_threshold": threshold, "now_ms": clock()})
-        .to_string(),
-    )
-    .await
-    .map_err(|e| {
+    let judged = JudgedJob {
+        job_id: job.id,
+        claim: job.claim,
+        extractor,
+        extractor_note: note,
+        items,
+        merge_threshold: threshold,
+        now_ms: clock(),
+    };
+    knowledge::apply(judged).await.map_err(|e| {
         let retry = e.code != mneme_types::ErrorCode::LeaseLost;
         (stage(e), retry)
-    })?;
-    Ok(parse(&applied))
+    })
 }
 
 /// Labels each neighbour's stance towards the candidate: by the model when
 /// there is one (unlabelled or failed → rules), else by the rules.
-async fn judge_stances(item: &mut Value, model: &llm::ModelStatus, threshold: f32) {
-    let Some(neighbours) = item["neighbours"].as_array().filter(|n| !n.is_empty()).cloned() else { return };
-    let position = item["candidate"]["position"].as_str().unwrap_or_default().to_string();
-    let reasoning = item["candidate"]["reasoning"].as_str().unwrap_or_default().to_string();
+async fn judge_stances(item: &mut Prepared, model: &llm::ModelStatus, threshold: f32) {
+    let Some(candidate) = &item.candidate else { return };
+    if item.neighbours.is_empty() {
+        return;
+    }
+    let (position, reasoning) = (candidate.position.clone(), candidate.reasoning.clone());
     let mut by = "rules".to_string();
     let mut labels: Vec<(String, governor::Stance)> = Vec::new();
     if model.configured {
-        let earlier: Vec<(String, String)> = neighbours
-            .iter()
-            .map(|n| (n["id"].as_str().unwrap_or_default().into(), n["position"].as_str().unwrap_or_default().into()))
-            .collect();
+        let earlier: Vec<(String, String)> =
+            item.neighbours.iter().map(|n| (n.id.clone(), n.position.clone())).collect();
         match llm::complete(CompletionRequest {
             tier: Tier::Light,
             messages: mneme_entry::model::system_user(
@@ -148,23 +140,22 @@ async fn judge_stances(item: &mut Value, model: &llm::ModelStatus, threshold: f3
         {
             Ok(c) => {
                 labels = governor::parse_stances(&c.text);
-                by = if labels.len() == neighbours.len() { "model".into() } else { "model, rules for the rest".into() };
+                by = if labels.len() == item.neighbours.len() {
+                    "model".into()
+                } else {
+                    "model, rules for the rest".into()
+                };
             }
             Err(e) => by = format!("rules (the model failed: {})", e.code),
         }
     }
-    let judged: Vec<Value> = neighbours
-        .into_iter()
-        .map(|mut n| {
-            let id = n["id"].as_str().unwrap_or_default().to_string();
-            let stance = labels.iter().find(|l| l.0 == id).map(|l| l.1).unwrap_or_else(|| {
-                let cos = n["cosine"].as_f64().unwrap_or(0.0) as f32;
-                governor::rule_stance(&position, n["position"].as_str().unwrap_or_default(), cos, threshold)
-            });
-            n["stance"] = json!(stance);
-            n
-        })
-        .collect();
-    item["neighbours"] = Value::Array(judged);
-    item["stance_by"] = json!(by);
+    for n in item.neighbours.iter_mut() {
+        let stance = labels
+            .iter()
+            .find(|l| l.0 == n.id)
+            .map(|l| l.1)
+            .unwrap_or_else(|| governor::rule_stance(&position, &n.position, n.cosine, threshold));
+        n.stance = Some(stance.into());
+    }
+    item.stance_by = Some(by);
 }

@@ -22,6 +22,7 @@ spin_sdk::wit_bindgen::generate!({
         "mneme:types/tasks@0.1.0": mneme_types::tasks,
         "mneme:types/routing@0.1.0": mneme_types::routing,
         "mneme:types/memory@0.1.0": mneme_types::memory,
+        "mneme:types/knowledge@0.1.0": mneme_types::knowledge,
         "mneme:types/consolidation@0.1.0": mneme_types::consolidation,
         "mneme:types/drift@0.1.0": mneme_types::drift,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
@@ -150,11 +151,6 @@ async fn seed(req: &Request) -> u64 {
 }
 
 use mneme_time::clock::system_ms as now_ms;
-
-/// A stage's JSON answer (`null` when it is not JSON).
-pub(crate) fn parse(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or(serde_json::Value::Null)
-}
 
 /// An `internal` stage error.
 pub(crate) fn internal(message: String) -> mneme_types::StageError {

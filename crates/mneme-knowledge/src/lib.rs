@@ -14,6 +14,7 @@ pub mod entry;
 pub mod extract;
 pub mod fusion;
 pub mod governor;
+pub mod job;
 pub mod mirror;
 pub mod patterns;
 pub mod rank;

@@ -4,7 +4,6 @@
 //! themselves are `mneme-conversation`'s pure functions; this crate reads
 //! and writes the stores around them.
 
-pub mod knowledge;
 pub mod rx;
 
 pub use mneme_substrate::*;

@@ -24,7 +24,9 @@ spin_sdk::wit_bindgen::generate!({
     additional_derives_ignore: [
         "error-code", "task-state", "step-status", "step", "surfacing", "pressure", "judgement", "routing-metrics",
         "signals", "given-back", "gist-outcome", "gist-stored", "consolidation-summary", "seed-kind", "skip",
-        "thought-kind", "drift-action", "thought",
+        "thought-kind", "drift-action", "thought", "knowledge-type", "confidence", "stability", "source-type",
+        "search-mode", "stance", "outcome-kind", "knowledge-entry", "pattern-resolution", "candidate-outcome",
+        "job-status",
     ],
     generate_all,
 });
@@ -33,6 +35,7 @@ pub mod consolidation;
 pub mod conv;
 pub mod conversation;
 pub mod drift;
+pub mod knowledge;
 pub mod routing;
 
 /// The memory stage's values (`mneme:types/memory`), which have no pure
@@ -42,7 +45,7 @@ pub mod memory {
 }
 pub mod tasks;
 
-pub use mneme::types::types::{ErrorCode, GivenBack, NotDue, StageError};
+pub use mneme::types::types::{ErrorCode, GivenBack, NotDue, StageError, VaultFile};
 
 named_enum!(GivenBack { Queued => "queued", Failed => "failed" });
 

@@ -1,0 +1,264 @@
+//! Reading knowledge: entries (as JSON or their markdown mirror), the
+//! vault's files, reasoning patterns, `/retrieve`'s ranking and `/search`
+//! across entries, documents and episodes, and the documents themselves.
+
+use crate::entries::{CORPUS, ENTRY_COLUMNS, entries_by_id, entry_from};
+use mneme_knowledge::entry::{Entry, KnowledgeType};
+use mneme_knowledge::fusion::{self, Mode};
+use mneme_knowledge::{mirror, rank, validate};
+use mneme_store::{Sql, Value};
+use mneme_substrate::{Fail, Result, Stores, embed_many, query_embedding, random_hex, search};
+use mneme_time::calendar::utc_timestamp;
+use mneme_types::VaultFile;
+use mneme_types::knowledge::{
+    EntryDetail, EntryPage, Mirror, NewDocument, PatternView, RankedEntry, RetrieveTimes, Retrieved, SearchHit,
+};
+use serde_json::{Value as J, json};
+
+/// Which entries a listing shows.
+pub struct Listing {
+    pub limit: u32,
+    pub offset: u32,
+    pub kind: Option<KnowledgeType>,
+    pub pattern: Option<String>,
+    pub include_superseded: bool,
+}
+
+/// Entries, newest first.
+pub async fn list(r: Listing) -> Result<EntryPage> {
+    let stores = Stores::open().await?;
+    let mut filters = Vec::new();
+    let mut params: Vec<Value> = Vec::new();
+    if !r.include_superseded {
+        filters.push("superseded_by IS NULL".to_string());
+    }
+    if let Some(k) = r.kind {
+        params.push(k.as_str().into());
+        filters.push(format!("type = ${}", params.len()));
+    }
+    if let Some(p) = &r.pattern {
+        params.push(p.as_str().into());
+        filters.push(format!("reasoning_pattern = ${}", params.len()));
+    }
+    let filter = if filters.is_empty() { String::new() } else { format!("WHERE {}", filters.join(" AND ")) };
+    let total = stores.sql.query(&format!("SELECT COUNT(*) AS n FROM knowledge_entries {filter}"), &params).await?;
+    let total = total.first().map(|r| r.i64("n")).transpose()?.unwrap_or(0);
+    let rows = stores
+        .sql
+        .query(
+            &format!(
+                "SELECT {ENTRY_COLUMNS} FROM knowledge_entries {filter} ORDER BY seq DESC LIMIT {} OFFSET {}",
+                r.limit, r.offset
+            ),
+            &params,
+        )
+        .await?;
+    let entries: Vec<Entry> = rows.iter().map(entry_from).collect::<Result<_>>()?;
+    Ok(EntryPage { entries: entries.into_iter().map(Into::into).collect(), total })
+}
+
+async fn one(sql: &Sql, id: &str) -> Result<(Entry, Vec<String>)> {
+    let e = entries_by_id(sql, &[id.to_string()])
+        .await?
+        .pop()
+        .ok_or_else(|| Fail::new("not-found", format!("no knowledge entry `{id}`")))?;
+    let older =
+        sql.query("SELECT id FROM knowledge_entries WHERE superseded_by = $1 ORDER BY seq", &[id.into()]).await?;
+    let supersedes = older.iter().map(|r| r.text("id").map_err(Fail::from)).collect::<Result<_>>()?;
+    Ok((e, supersedes))
+}
+
+/// One entry with every field and the entries it replaced.
+pub async fn get(id: &str) -> Result<EntryDetail> {
+    let stores = Stores::open().await?;
+    let (e, supersedes) = one(&stores.sql, id).await?;
+    Ok(EntryDetail { entry: e.into(), supersedes })
+}
+
+/// The entry's markdown mirror.
+pub async fn markdown(id: &str) -> Result<Mirror> {
+    let stores = Stores::open().await?;
+    let (e, supersedes) = one(&stores.sql, id).await?;
+    Ok(Mirror { path: mirror::path(&e.id), markdown: mirror::render(&e, &supersedes) })
+}
+
+/// Every entry's mirror, for the vault archive.
+pub async fn vault() -> Result<Vec<VaultFile>> {
+    let stores = Stores::open().await?;
+    let rows = stores
+        .sql
+        .query(&format!("SELECT {ENTRY_COLUMNS}, created_ms FROM knowledge_entries ORDER BY seq"), &[])
+        .await?;
+    let mut replaced: std::collections::HashMap<String, Vec<String>> = Default::default();
+    let mut entries = Vec::new();
+    for r in &rows {
+        let e = entry_from(r)?;
+        if let Some(by) = &e.superseded_by {
+            replaced.entry(by.clone()).or_default().push(e.id.clone());
+        }
+        entries.push((e, r.i64("created_ms")?));
+    }
+    let files = entries
+        .iter()
+        .map(|(e, ms)| {
+            let older = replaced.get(&e.id).cloned().unwrap_or_default();
+            VaultFile {
+                path: mirror::path(&e.id),
+                content: mirror::render(e, &older),
+                mtime_secs: (ms / 1000).max(0) as u64,
+            }
+        })
+        .collect();
+    Ok(files)
+}
+
+/// Reasoning patterns with how often each was observed.
+pub async fn pattern_list() -> Result<Vec<PatternView>> {
+    let stores = Stores::open().await?;
+    let rows = stores
+        .sql
+        .query(
+            "SELECT slug, description, observations, status, created_ms FROM reasoning_patterns ORDER BY observations DESC, slug",
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(PatternView {
+                slug: r.text("slug")?,
+                description: r.text("description")?,
+                observations: r.i64("observations")?,
+                status: r.text("status")?,
+                created_at: utc_timestamp(r.i64("created_ms")? as u64),
+            })
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- retrieval
+
+/// `/retrieve`: active entries ranked by the seed's final score over the
+/// fused candidates; both scores computed here, never stored.
+pub async fn retrieve(query: &str, k: usize, mode: Mode, now_ms: u64) -> Result<Retrieved> {
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    let t0 = mneme_time::clock::system_ms();
+    let q = embed_many(&[query.to_string()])?.pop().unwrap_or_default();
+    let embed_ms = mneme_time::clock::system_ms().saturating_sub(t0);
+    let found = search::candidates(sql, &[CORPUS], query, &q, mode).await?;
+    let t1 = mneme_time::clock::system_ms();
+    let pool: std::collections::HashMap<String, f32> = found
+        .fused
+        .iter()
+        .take(fusion::pool(k))
+        .filter_map(|f| found.get(f.0).map(|(id, cos)| (id.clone(), *cos)))
+        .collect();
+    let ids: Vec<String> = pool.keys().cloned().collect();
+    let entries = entries_by_id(sql, &ids).await?;
+    let mut results: Vec<(f64, f64, Entry)> = Vec::new();
+    for e in entries.into_iter().filter(|e| e.superseded_by.is_none()) {
+        let Some(cos) = pool.get(&e.id) else { continue };
+        let relevance = rank::relevance(*cos);
+        let fresh = rank::freshness(e.stability, &e.source_date, now_ms);
+        let score = rank::final_score(relevance, e.kind, e.confidence, fresh);
+        results.push((score, relevance, e));
+    }
+    results.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)).then(a.2.id.cmp(&b.2.id)));
+    results.truncate(k);
+    let results = results
+        .into_iter()
+        .map(|(final_score, relevance_score, e)| RankedEntry { entry: e.into(), relevance_score, final_score })
+        .collect();
+    let took_ms = RetrieveTimes {
+        embed: embed_ms,
+        text: found.text_ms,
+        vector: found.vector_ms,
+        rank: mneme_time::clock::system_ms().saturating_sub(t1),
+    };
+    Ok(Retrieved { results, mode: mode.into(), took_ms })
+}
+
+/// A vault search: the query, how many hits, how found, over which
+/// corpora, and whether to cache the query's embedding (set for the fixed
+/// queries of the rx pipeline's evidence step, never for a principal's own
+/// searches).
+pub struct Query {
+    pub q: String,
+    pub k: usize,
+    pub mode: Mode,
+    pub corpora: Vec<String>,
+    pub cache_embedding: bool,
+}
+
+/// `/search`: the vault search over knowledge entries, documents and
+/// episodes, in fused order.
+pub async fn search(r: Query) -> Result<Vec<SearchHit>> {
+    let stores = Stores::open().await?;
+    let sql = &stores.sql;
+    let q = if r.cache_embedding {
+        query_embedding(&stores.kv, &r.q).await?
+    } else {
+        embed_many(std::slice::from_ref(&r.q))?.pop().unwrap_or_default()
+    };
+    let corpora: Vec<&str> = r.corpora.iter().map(String::as_str).collect();
+    let found = search::candidates(sql, &corpora, &r.q, &q, r.mode).await?;
+    let top: Vec<(i64, f64)> = found.fused.iter().take(r.k).copied().collect();
+    let seqs: Vec<i64> = top.iter().map(|t| t.0).collect();
+    let items = search::items(sql, &seqs).await?;
+    let meta = |i: &search::Item, k: &str| i.meta.get(k).and_then(J::as_str).map(String::from);
+    let results = top
+        .iter()
+        .filter_map(|(seq, score)| {
+            let i = items.iter().find(|i| i.seq == *seq)?;
+            Some(SearchHit {
+                corpus: i.corpus.clone(),
+                id: i.ref_id.clone(),
+                title: i.title.clone(),
+                snippet: i.body.chars().take(280).collect(),
+                score: *score,
+                relevance_score: rank::relevance(found.get(*seq).map_or(0.0, |f| f.1)),
+                source_url: meta(i, "source_url"),
+                source_date: meta(i, "source_date"),
+                created_at: utc_timestamp(i.created_ms as u64),
+            })
+        })
+        .collect();
+    Ok(results)
+}
+
+/// Adds (or replaces, by id) documents in the vault search.
+pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<String>> {
+    let stores = Stores::open().await?;
+    let texts: Vec<String> = documents
+        .iter()
+        .map(|d| format!("{} {}", d.title.as_deref().unwrap_or(""), d.text).trim().to_string())
+        .collect();
+    let embeddings = embed_many(&texts)?;
+    let ids: Vec<String> =
+        documents.iter().map(|d| d.id.clone().unwrap_or_else(|| format!("doc-{}", random_hex(8)))).collect();
+    stores
+        .sql
+        .transaction(async |sql: &Sql| {
+            for ((d, e), id) in documents.iter().zip(&embeddings).zip(&ids) {
+                let fail = |f: Fail| mneme_store::StoreError::new("internal", f.message);
+                search::remove(sql, "document", id).await.map_err(fail)?;
+                let title = d.title.clone().unwrap_or_else(|| validate::derive_topic(&d.text));
+                let meta = json!({"source_url": d.source_url, "source_date": d.source_date});
+                let new = search::NewItem { corpus: "document", ref_id: id, title: &title, body: &d.text, meta: &meta };
+                search::put(sql, &new, e, now).await.map_err(fail)?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(ids)
+}
+
+/// Removes a document from the vault search.
+pub async fn delete_document(id: &str) -> Result<()> {
+    let stores = Stores::open().await?;
+    let n = search::remove(&stores.sql, "document", id).await?;
+    if n == 0 {
+        return Err(Fail::new("not-found", format!("no document `{id}`")));
+    }
+    Ok(())
+}

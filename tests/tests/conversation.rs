@@ -689,7 +689,7 @@ fn an_unknown_time_zone_is_a_503_that_names_the_variable() {
 /// at a time, so its ids always commit in order.)
 #[test]
 fn on_postgres_an_event_waits_for_an_open_transaction_holding_an_earlier_event_id() {
-    // The value of `mneme_pipeline::events::EVENT_ORDER_LOCK`.
+    // The value of `mneme_substrate::events::EVENT_ORDER_LOCK`.
     const EVENT_ORDER_LOCK: i64 = 0x6d6e_656d_6576_0001;
     let b = BackendEnv::new(Backend::Hosted);
     let app = start(&b, None);

@@ -374,23 +374,11 @@ async fn documents(req: Request) -> Reply {
 /// The vault: knowledge entries and the rx artifacts.
 async fn vault() -> Reply {
     let mut files: Vec<VaultFile> = Vec::new();
-    match knowledge::vault().await {
-        Ok(f) => files.extend(f),
-        Err(e) => return reply(stage_error(e)),
-    }
-    // TODO(#23): the rx stage answers JSON until its seam is typed.
-    match crate::mneme::rx::rx::vault("{}".into()).await {
-        Ok(body) => {
-            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            for f in v["files"].as_array().into_iter().flatten() {
-                files.push(VaultFile {
-                    path: f["path"].as_str().unwrap_or_default().to_string(),
-                    content: f["content"].as_str().unwrap_or_default().to_string(),
-                    mtime_secs: f["mtime_secs"].as_u64().unwrap_or(0),
-                });
-            }
+    for part in [knowledge::vault().await, crate::mneme::rx::rx::vault().await] {
+        match part {
+            Ok(f) => files.extend(f),
+            Err(e) => return reply(stage_error(e)),
         }
-        Err(e) => return reply(stage_error(e)),
     }
     let entries: Vec<mneme_knowledge::tar::File> = files
         .iter()

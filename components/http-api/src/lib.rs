@@ -20,6 +20,7 @@ spin_sdk::wit_bindgen::generate!({
         "mneme:types/routing@0.1.0": mneme_types::routing,
         "mneme:types/memory@0.1.0": mneme_types::memory,
         "mneme:types/knowledge@0.1.0": mneme_types::knowledge,
+        "mneme:types/rx@0.1.0": mneme_types::rx,
         "mneme:store/store@0.1.0": mneme_entry::mneme::store::store,
         "mneme:llm/llm@0.1.0": mneme_entry::mneme::llm::llm,
         "mneme:context/context@0.1.0": mneme_entry::mneme::context::context,

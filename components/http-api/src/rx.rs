@@ -8,7 +8,7 @@ use crate::knowledge::{bad, body_json, known_fields};
 use crate::mneme::knowledge::knowledge;
 use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::rx::rx;
-use crate::{Reply, err, num, reply, stage_error, stage_json};
+use crate::{Reply, err, num, reply, stage_error, stage_value};
 use mneme_entry::clock;
 use mneme_http::{ApiError, json};
 use mneme_rx::artifact::{self, Draft, Inputs, Source};
@@ -16,6 +16,7 @@ use mneme_rx::door::{Door, valid_name};
 use mneme_rx::signals::{self, AuxRow, CompositeScore, Signals};
 use mneme_types::StageError;
 use mneme_types::knowledge::SearchMode;
+use mneme_types::rx::{PushedRec, RecStatus, RecView, RunDraft, RunStart, TraceStep};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use std::collections::HashMap;
@@ -26,10 +27,6 @@ const MAX_OBSERVATIONS: usize = 500;
 const COMPOSE_TIMEOUT_MS: u32 = 30_000;
 /// The model gets this many tries at a draft that passes D-008 and D-011.
 const COMPOSE_ATTEMPTS: usize = 2;
-
-fn parse(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or(Value::Null)
-}
 
 fn no_door() -> Reply {
     err(ApiError::not_found("no such door"))
@@ -86,13 +83,25 @@ pub async fn ingest(req: Request) -> Reply {
     if let Err(e) = checked {
         return err(e);
     }
-    let mut request = v.clone();
-    if let Some(o) = request.as_object_mut() {
-        o.remove("created_at");
-    }
-    request["now_ms"] = json!(now);
-    match rx::ingest_rec(request.to_string()).await {
-        Ok(body) => reply(json(StatusCode::CREATED, &parse(&body))),
+    let text = |k: &str| v.get(k).and_then(Value::as_str).map(String::from);
+    // A document the generator sent, as its JSON text; left out, or null, is none.
+    let document = |k: &str| v.get(k).filter(|x| !x.is_null()).map(Value::to_string);
+    let rec = PushedRec {
+        door: text("door").unwrap_or_default(),
+        drift_score: v["drift_score"].as_f64().unwrap_or_default(),
+        confidence: v["confidence"].as_i64().unwrap_or_default(),
+        tldr: text("tldr").unwrap_or_default(),
+        body_md: text("body_md").unwrap_or_default(),
+        rx_md_path: text("rx_md_path"),
+        driving_signal: text("driving_signal"),
+        signals_fired: document("signals_fired"),
+        source_refs: document("source_refs"),
+        drift_breakdown: document("drift_breakdown"),
+        confidence_breakdown: document("confidence_breakdown"),
+        now_ms: now as i64,
+    };
+    match rx::ingest_rec(rec).await {
+        Ok(id) => reply(json(StatusCode::CREATED, &json!({"id": id}))),
         Err(e) => reply(stage_error(e)),
     }
 }
@@ -104,7 +113,14 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
     let now = clock::request_ms(req.headers()).await;
     if path == "/rx/doors" || path == "/rx" {
         return match method {
-            Method::GET => reply(stage_json(rx::doors("{}".into()).await)),
+            Method::GET => {
+                // A stored configuration that no longer reads is left out.
+                let doors = rx::doors().await.map(|d| {
+                    let configs: Vec<Value> = d.iter().filter_map(|c| serde_json::from_str(c).ok()).collect();
+                    json!({"doors": configs})
+                });
+                reply(stage_value(doors))
+            }
             _ => allowed("GET"),
         };
     }
@@ -122,8 +138,8 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
             Ok(v) => v,
             Err(e) => return err(e),
         };
-        return reply(stage_json(
-            rx::put_door(json!({"name": name, "config": config, "now_ms": now}).to_string()).await,
+        return reply(stage_value(
+            rx::put_door(name.to_string(), config.to_string(), now as i64).await.map(|c| document(&c)),
         ));
     }
     if let Some(rest) = path.strip_prefix("/rx/") {
@@ -137,7 +153,7 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
             ("observations", Method::POST) => observe(req, name, now).await,
             ("observations", _) => allowed("POST"),
             ("artifacts", Method::GET) => {
-                reply(stage_json(rx::artifacts(json!({"door": name, "now_ms": now}).to_string()).await))
+                reply(stage_value(rx::artifacts(name.to_string()).await.map(|a| json!({"artifacts": a}))))
             }
             ("artifacts", _) => allowed("GET"),
             _ => err(ApiError::not_found(format!("no endpoint at {path}"))),
@@ -157,11 +173,11 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
         if method != Method::GET {
             return allowed("GET");
         }
-        return match rx::rec_markdown(json!({"id": id}).to_string()).await {
-            Ok(body) => spin_sdk::http::Response::builder()
+        return match rx::rec_markdown(id.to_string()).await {
+            Ok(a) => spin_sdk::http::Response::builder()
                 .status(200)
                 .header("content-type", "text/markdown; charset=utf-8")
-                .body(parse(&body)["markdown"].as_str().unwrap_or_default().to_string())
+                .body(a.markdown)
                 .expect("static parts")
                 .into_response(),
             Err(e) => reply(stage_error(e)),
@@ -171,7 +187,7 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
         return err(ApiError::not_found(format!("no rec `{id}`")));
     }
     match (action, method) {
-        ("", Method::GET) => reply(stage_json(rx::get_rec(json!({"id": id, "now_ms": now}).to_string()).await)),
+        ("", Method::GET) => reply(stage_value(rx::get_rec(id.to_string(), now as i64).await.map(rec))),
         ("", _) => allowed("GET"),
         ("disposition", Method::POST) => disposition(req, id, now).await,
         ("snooze", Method::POST) => snooze(req, id, now).await,
@@ -185,21 +201,21 @@ async fn list(q: &HashMap<String, String>, now: u64) -> Reply {
         Ok(l) => l,
         Err(e) => return err(e),
     };
-    let status = q.get("status").filter(|s| !s.is_empty());
-    if let Some(s) = status
-        && mneme_rx::lifecycle::Status::parse(s).is_none()
-    {
-        return err(bad("invalid", "`status` is open, snoozed, acted or dismissed"));
-    }
+    let status = match q.get("status").filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => match mneme_rx::lifecycle::Status::parse(s) {
+            Some(s) => Some(RecStatus::from(s)),
+            None => return err(bad("invalid", "`status` is open, snoozed, acted or dismissed")),
+        },
+    };
     let door = q.get("door").filter(|s| !s.is_empty());
     if let Some(d) = door
         && !valid_name(d)
     {
         return err(bad("invalid", "`door`: lowercase letters, digits and -"));
     }
-    reply(stage_json(
-        rx::list_recs(json!({"door": door, "status": status, "limit": limit, "now_ms": now}).to_string()).await,
-    ))
+    let recs = rx::list_recs(door.cloned(), status, limit, now as i64).await;
+    reply(stage_value(recs.map(|r| json!({"recs": r.into_iter().map(rec).collect::<Vec<_>>()}))))
 }
 
 async fn disposition(req: Request, id: &str, now: u64) -> Reply {
@@ -212,6 +228,9 @@ async fn disposition(req: Request, id: &str, now: u64) -> Reply {
         let d = v.get("disposition").and_then(Value::as_str).ok_or_else(|| {
             bad("invalid", "`disposition` is required: acted_as_prescribed, acted_modified, skipped or dismissed")
         })?;
+        let d = mneme_rx::lifecycle::Disposition::parse(d).ok_or_else(|| {
+            bad("invalid", "`disposition` is acted_as_prescribed, acted_modified, skipped or dismissed")
+        })?;
         let fit = match v.get("subjective_fit_1_5") {
             None | Some(Value::Null) => None,
             Some(f) => {
@@ -223,10 +242,12 @@ async fn disposition(req: Request, id: &str, now: u64) -> Reply {
             Some(Value::String(s)) if s.chars().count() <= 4_000 => Some(s.clone()),
             Some(_) => return Err(bad("invalid", "`outcome_note` is a string of at most 4000 characters")),
         };
-        Ok(json!({"id": id, "disposition": d, "subjective_fit_1_5": fit, "outcome_note": note, "now_ms": now}))
+        Ok((d, fit, note))
     })();
     match checked {
-        Ok(r) => reply(stage_json(rx::dispose(r.to_string()).await)),
+        Ok((d, fit, note)) => {
+            reply(stage_value(rx::dispose(id.to_string(), d.into(), fit, note, now as i64).await.map(rec)))
+        }
         Err(e) => err(e),
     }
 }
@@ -242,7 +263,7 @@ async fn snooze(req: Request, id: &str, now: u64) -> Reply {
     let Some(days) = v.get("days").and_then(Value::as_i64) else {
         return err(bad("invalid", "`days` must be an integer from 1 to 7"));
     };
-    reply(stage_json(rx::snooze(json!({"id": id, "days": days, "now_ms": now}).to_string()).await))
+    reply(stage_value(rx::snooze(id.to_string(), days, now as i64).await.map(rec)))
 }
 
 async fn observe(req: Request, door: &str, now: u64) -> Reply {
@@ -262,8 +283,9 @@ async fn observe(req: Request, door: &str, now: u64) -> Reply {
     if items.iter().any(|i| !i.is_object()) {
         return err(bad("invalid", "each observation is a JSON object with a `kind`"));
     }
-    match rx::observe(json!({"door": door, "items": items, "now_ms": now}).to_string()).await {
-        Ok(body) => reply(json(StatusCode::CREATED, &parse(&body))),
+    let items: Vec<String> = items.iter().map(Value::to_string).collect();
+    match rx::observe(door.to_string(), items, now as i64).await {
+        Ok(ids) => reply(json(StatusCode::CREATED, &json!({"door": door, "ids": ids}))),
         Err(e) => reply(stage_error(e)),
     }
 }
@@ -271,45 +293,42 @@ async fn observe(req: Request, door: &str, now: u64) -> Reply {
 /// `POST /rx/{door}`: the eleven steps.
 async fn run(door_name: &str, now: u64) -> Reply {
     let started = Instant::now();
-    let begun = match rx::begin(json!({"door": door_name, "now_ms": now}).to_string()).await {
-        Ok(b) => parse(&b),
+    let begun = match rx::begin(door_name.to_string(), now as i64).await {
+        Ok(RunStart::Absorbed(r)) => {
+            let mut trace = r.trace;
+            trace.push(step("11", started, "returned the no-change confirmation"));
+            return reply(json(
+                StatusCode::OK,
+                &json!({"path": r.path, "tldr": r.tldr, "rec_id": r.rec_id,
+                        "status": "no-change", "trace": trace, "took_ms": ms(started)}),
+            ));
+        }
+        Ok(RunStart::NewRec(state)) => state,
         Err(e) => return reply(stage_error(e)),
     };
-    let mut trace: Vec<Value> = begun["trace"].as_array().cloned().unwrap_or_default();
-    if begun["dedup"] == json!(true) {
-        trace.push(step("11", started, "returned the no-change confirmation"));
-        return reply(json(
-            StatusCode::OK,
-            &json!({"path": begun["path"], "tldr": begun["tldr"], "rec_id": begun["rec_id"],
-                    "status": "no-change", "trace": trace, "took_ms": ms(started)}),
-        ));
-    }
-    let claim = begun["claim"].as_str().unwrap_or_default().to_string();
+    let mut trace = begun.trace;
+    let claim = begun.claim;
     let release = async || {
-        let _ = rx::release(json!({"door": door_name, "claim": claim}).to_string()).await;
+        let _ = rx::release(door_name.to_string(), claim.clone()).await;
     };
-    let decoded = (|| -> Result<(Door, Signals, Vec<AuxRow>, CompositeScore), String> {
-        Ok((
-            serde_json::from_value(begun["door"].clone()).map_err(|e| e.to_string())?,
-            serde_json::from_value(begun["signals"].clone()).map_err(|e| e.to_string())?,
-            serde_json::from_value(begun["aux"].clone()).map_err(|e| e.to_string())?,
-            serde_json::from_value(begun["composite"].clone()).map_err(|e| e.to_string())?,
-        ))
-    })();
-    let (door, sig, aux, composite) = match decoded {
+    // The door as stored: the stage checked it when it was put.
+    let door: Door = match serde_json::from_str(&begun.door) {
         Ok(d) => d,
         Err(e) => {
             release().await;
-            return err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("the run's state: {e}")));
+            return err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("the run's door: {e}")));
         }
     };
-    let driving = begun["driving"].as_str().unwrap_or_default().to_string();
-    let fired: Vec<String> = serde_json::from_value(begun["fired"].clone()).unwrap_or_default();
-    let prior: Vec<String> = serde_json::from_value(begun["prior_open_recs"].clone()).unwrap_or_default();
+    let sig: Signals = begun.signals.into();
+    let aux: Vec<AuxRow> = begun.aux.into_iter().map(Into::into).collect();
+    let composite: CompositeScore = begun.composite.into();
+    let driving = begun.driving;
+    let fired = begun.fired;
+    let prior = begun.prior_open_recs;
 
     // Step 6: evidence from the vault search, keyed off the driving signal.
     let t6 = Instant::now();
-    let query = begun["evidence_query"].as_str().unwrap_or(&driving).to_string();
+    let query = begun.evidence_query;
     let corpora = vec!["knowledge".to_string(), "document".to_string()];
     let k = artifact::MAX_SOURCES as u32;
     let (sources, outcome6) = match knowledge::search(query.clone(), k, SearchMode::Hybrid, corpora, true).await {
@@ -359,21 +378,29 @@ async fn run(door_name: &str, now: u64) -> Reply {
     let markdown = artifact::render(&inputs, &draft, &composer);
     trace.push(step("7", t7, outcome7));
 
-    let finish = json!({
-        "door": door.name, "claim": claim, "now_ms": now, "markdown": markdown, "tldr": draft.tldr,
-        "driving": driving, "drift_score": composite.drift_score, "confidence": confidence, "fired": fired,
-        "source_refs": artifact::source_refs(&sources), "drift_breakdown": artifact::drift_breakdown(&inputs),
-        "confidence_breakdown": breakdown,
-    });
-    let done = match rx::finish(finish.to_string()).await {
-        Ok(d) => parse(&d),
+    let finish = RunDraft {
+        door: door.name.clone(),
+        claim: claim.clone(),
+        now_ms: now as i64,
+        markdown,
+        tldr: draft.tldr.clone(),
+        driving: driving.clone(),
+        drift_score: composite.drift_score,
+        confidence,
+        fired: fired.clone(),
+        source_refs: artifact::source_refs(&sources).to_string(),
+        drift_breakdown: artifact::drift_breakdown(&inputs).to_string(),
+        confidence_breakdown: breakdown.to_string(),
+    };
+    let done = match rx::finish(finish).await {
+        Ok(d) => d,
         Err(e) => return reply(stage_error(e)),
     };
-    trace.extend(done["trace"].as_array().cloned().unwrap_or_default());
+    trace.extend(done.trace);
     trace.push(step("11", started, "returned the path and TL;DR"));
     reply(json(
         StatusCode::CREATED,
-        &json!({"path": done["path"], "tldr": done["tldr"], "rec_id": done["rec_id"], "status": done["status"],
+        &json!({"path": done.path, "tldr": done.tldr, "rec_id": done.rec_id, "status": done.status,
                 "composer": composer, "trace": trace, "took_ms": ms(started)}),
     ))
 }
@@ -382,8 +409,32 @@ fn ms(t: Instant) -> f64 {
     (t.elapsed().as_secs_f64() * 1_000_000.0).round() / 1_000.0
 }
 
-fn step(step: &str, t: Instant, outcome: impl Into<String>) -> Value {
-    mneme_rx::trace_entry(step, t.elapsed(), outcome)
+fn step(step: &str, t: Instant, outcome: impl Into<String>) -> TraceStep {
+    mneme_rx::trace_entry(step, t.elapsed(), outcome).into()
+}
+
+/// A JSON document the stage passed as text, as the value it is.
+fn document(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// A rec as the rec store's API shows it: its documents as JSON, a short
+/// id, and the fit under its API name.
+fn rec(r: RecView) -> Value {
+    let mut v = json!({
+        "id": r.id, "short_id": r.id.chars().take(8).collect::<String>(), "door": r.door, "status": r.status,
+        "drift_score": r.drift_score, "confidence": r.confidence, "driving_signal": r.driving_signal, "tldr": r.tldr,
+        "rx_md_path": r.rx_md_path, "signals_fired": document(&r.signals_fired),
+        "source_refs": document(&r.source_refs), "drift_breakdown": document(&r.drift_breakdown),
+        "confidence_breakdown": document(&r.confidence_breakdown), "origin": r.origin, "created_at": r.created_at,
+        "updated_at": r.updated_at, "acted_disposition": r.acted_disposition, "acted_at": r.acted_at,
+        "subjective_fit_1_5": r.subjective_fit, "outcome_note": r.outcome_note, "snoozed_until": r.snoozed_until,
+        "snooze_count": r.snooze_count, "flags": r.flags,
+    });
+    if let Some(body) = r.body_md {
+        v["body_md"] = json!(body);
+    }
+    v
 }
 
 /// Step 7's narrative: the model, asked again once with the reason when a

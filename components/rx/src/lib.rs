@@ -1,4 +1,12 @@
-//! The `rx` stage (`mneme:rx`): a thin adapter over `mneme_pipeline::rx`.
+//! The `rx` stage (`mneme:rx`): recommendations (000 seed). [`doors`] holds
+//! the doors and observations, [`run`] the store-side halves of a run
+//! (steps 0.5–5 and 8–10), [`recs`] the rec store and the vault's
+//! artifacts. The rules are `mneme-rx`'s.
+//!
+//! A run of `POST /rx/{door}` is `begin` (the door's lock, then steps
+//! 0.5–5; a dedup writes its confirmation and ends the run here), then the
+//! entry's steps 6–7 (the vault search and the composing model), then
+//! `finish` (steps 8–10, then the lock is released).
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/rx"],
@@ -6,63 +14,82 @@ spin_sdk::wit_bindgen::generate!({
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     with: {
         "mneme:types/types@0.1.0": mneme_types::mneme::types::types,
+        "mneme:types/rx@0.1.0": mneme_types::rx,
     },
     generate_all,
 });
 
+mod doors;
+mod recs;
+mod run;
+
 use exports::mneme::rx::rx::Guest;
-use mneme_pipeline::rx;
-use mneme_pipeline::{Fail, run};
-use mneme_types::StageError;
+use mneme_types::rx::{
+    ArtifactView, Disposition, PushedRec, RecArtifact, RecStatus, RecView, RunDraft, RunResult, RunStart,
+};
+use mneme_types::{StageError, VaultFile};
 
 struct Stage;
 
-fn err(f: Fail) -> StageError {
-    f.into()
-}
-
 impl Guest for Stage {
-    async fn doors(request: String) -> Result<String, StageError> {
-        run(&request, rx::doors).await.map_err(err)
+    async fn doors() -> Result<Vec<String>, StageError> {
+        Ok(doors::doors().await?)
     }
-    async fn put_door(request: String) -> Result<String, StageError> {
-        run(&request, rx::put_door).await.map_err(err)
+    async fn put_door(name: String, config: String, now_ms: i64) -> Result<String, StageError> {
+        Ok(doors::put_door(&name, &config, now_ms).await?)
     }
-    async fn observe(request: String) -> Result<String, StageError> {
-        run(&request, rx::observe).await.map_err(err)
+    async fn observe(door: String, items: Vec<String>, now_ms: i64) -> Result<Vec<String>, StageError> {
+        Ok(doors::observe(&door, &items, now_ms).await?)
     }
-    async fn begin(request: String) -> Result<String, StageError> {
-        run(&request, rx::begin).await.map_err(err)
+    async fn begin(door: String, now_ms: i64) -> Result<RunStart, StageError> {
+        Ok(run::begin(&door, now_ms).await?)
     }
-    async fn finish(request: String) -> Result<String, StageError> {
-        run(&request, rx::finish).await.map_err(err)
+    async fn finish(draft: RunDraft) -> Result<RunResult, StageError> {
+        Ok(run::finish(draft).await?)
     }
-    async fn release(request: String) -> Result<String, StageError> {
-        run(&request, rx::release).await.map_err(err)
+    async fn release(door: String, claim: String) -> Result<(), StageError> {
+        Ok(run::release(&door, &claim).await?)
     }
-    async fn list_recs(request: String) -> Result<String, StageError> {
-        run(&request, rx::list_recs).await.map_err(err)
+    async fn list_recs(
+        door: Option<String>,
+        status: Option<RecStatus>,
+        limit: u32,
+        now_ms: i64,
+    ) -> Result<Vec<RecView>, StageError> {
+        Ok(recs::list_recs(door, status.map(Into::into), limit, now_ms).await?)
     }
-    async fn get_rec(request: String) -> Result<String, StageError> {
-        run(&request, rx::get_rec).await.map_err(err)
+    async fn get_rec(id: String, now_ms: i64) -> Result<RecView, StageError> {
+        Ok(recs::get_rec(&id, now_ms).await?)
     }
-    async fn rec_markdown(request: String) -> Result<String, StageError> {
-        run(&request, rx::rec_markdown).await.map_err(err)
+    async fn rec_markdown(id: String) -> Result<RecArtifact, StageError> {
+        Ok(recs::rec_markdown(&id).await?)
     }
-    async fn ingest_rec(request: String) -> Result<String, StageError> {
-        run(&request, rx::ingest_rec).await.map_err(err)
+    async fn ingest_rec(rec: PushedRec) -> Result<String, StageError> {
+        Ok(recs::ingest_rec(rec).await?)
     }
-    async fn dispose(request: String) -> Result<String, StageError> {
-        run(&request, rx::dispose).await.map_err(err)
+    async fn dispose(
+        id: String,
+        disposition: Disposition,
+        subjective_fit: Option<i64>,
+        outcome_note: Option<String>,
+        now_ms: i64,
+    ) -> Result<RecView, StageError> {
+        let d = recs::Disposed {
+            disposition: disposition.into(),
+            subjective_fit_1_5: subjective_fit,
+            outcome_note,
+            now_ms,
+        };
+        Ok(recs::dispose(&id, d).await?)
     }
-    async fn snooze(request: String) -> Result<String, StageError> {
-        run(&request, rx::snooze).await.map_err(err)
+    async fn snooze(id: String, days: i64, now_ms: i64) -> Result<RecView, StageError> {
+        Ok(recs::snooze(&id, days, now_ms).await?)
     }
-    async fn vault(request: String) -> Result<String, StageError> {
-        run(&request, rx::vault).await.map_err(err)
+    async fn vault() -> Result<Vec<VaultFile>, StageError> {
+        Ok(recs::vault().await?)
     }
-    async fn artifacts(request: String) -> Result<String, StageError> {
-        run(&request, rx::artifacts).await.map_err(err)
+    async fn artifacts(door: String) -> Result<Vec<ArtifactView>, StageError> {
+        Ok(recs::artifacts(&door).await?)
     }
 }
 

@@ -26,6 +26,7 @@ spin_sdk::wit_bindgen::generate!({
         "mneme:types/routing@0.1.0": mneme_types::routing,
         "mneme:types/memory@0.1.0": mneme_types::memory,
         "mneme:types/knowledge@0.1.0": mneme_types::knowledge,
+        "mneme:types/rx@0.1.0": mneme_types::rx,
         "mneme:types/consolidation@0.1.0": mneme_types::consolidation,
         "mneme:types/drift@0.1.0": mneme_types::drift,
     },

@@ -8,7 +8,7 @@
 //! or supersede on a contradiction). Reading: [`rank`] computes the
 //! read-time scores, [`fusion`] the candidate generation both retrievals
 //! share. [`mirror`] renders an entry as markdown and [`tar`] packs a vault.
-//! The stage that does the I/O is `mneme-pipeline::knowledge`.
+//! The stage that does the I/O is `components/knowledge`.
 
 pub mod entry;
 pub mod extract;

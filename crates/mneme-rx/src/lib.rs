@@ -31,8 +31,17 @@ pub const STEPS: [(&str, &str); 13] = [
 
 /// One entry of a run's trace: the step, its name, how long it took (ms,
 /// microsecond precision) and what it did.
-pub fn trace_entry(step: &str, took: std::time::Duration, outcome: impl Into<String>) -> serde_json::Value {
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TraceStep {
+    pub step: String,
+    pub name: String,
+    pub took_ms: f64,
+    pub outcome: String,
+}
+
+/// The trace entry of `step`, which took `took`.
+pub fn trace_entry(step: &str, took: std::time::Duration, outcome: impl Into<String>) -> TraceStep {
     let name = STEPS.iter().find(|s| s.0 == step).map_or("", |s| s.1);
     let took_ms = (took.as_secs_f64() * 1_000_000.0).round() / 1_000.0;
-    serde_json::json!({"step": step, "name": name, "took_ms": took_ms, "outcome": outcome.into()})
+    TraceStep { step: step.into(), name: name.into(), took_ms, outcome: outcome.into() }
 }

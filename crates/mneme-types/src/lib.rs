@@ -26,7 +26,7 @@ spin_sdk::wit_bindgen::generate!({
         "signals", "given-back", "gist-outcome", "gist-stored", "consolidation-summary", "seed-kind", "skip",
         "thought-kind", "drift-action", "thought", "knowledge-type", "confidence", "stability", "source-type",
         "search-mode", "stance", "outcome-kind", "knowledge-entry", "pattern-resolution", "candidate-outcome",
-        "job-status",
+        "job-status", "rec-status", "disposition",
     ],
     generate_all,
 });
@@ -37,6 +37,7 @@ pub mod conversation;
 pub mod drift;
 pub mod knowledge;
 pub mod routing;
+pub mod rx;
 
 /// The memory stage's values (`mneme:types/memory`), which have no pure
 /// counterparts: the HTTP layer shapes them for its clients.

@@ -9,14 +9,17 @@
 //! one door strictly sequential, so two runs never take the same NN and the
 //! second of two runs over one state is absorbed by the first's rec.
 
-use crate::{Fail, Result, as_store_error, json_text, new_id, random_hex};
+use crate::doors::load_door;
+use crate::recs::{NewRec, insert_rec};
 use mneme_rx::artifact;
-use mneme_rx::door::{Door, SignalSource, Store, observation_time, valid_name};
-use mneme_rx::lifecycle::{self, Disposition, Status};
+use mneme_rx::door::{Door, SignalSource, Store};
+use mneme_rx::lifecycle::{self, Status};
 use mneme_rx::signals::{self, Acute, AuxRow, Component, Dedup, Prior, Signals};
+use mneme_rx::{TraceStep, trace_entry};
 use mneme_store::{Echo, Piece, Row, Sql, StoreError, Value};
+use mneme_substrate::{Fail, Result, as_store_error, json_text, new_id, random_hex};
 use mneme_time::calendar::{format_date, utc_timestamp as timestamp};
-use serde::Deserialize;
+use mneme_types::rx::{RunDraft, RunResult, RunStart, RunState};
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 use std::time::{Duration, Instant};
@@ -46,7 +49,7 @@ fn day(ms: i64) -> String {
 
 /// One step of the trace.
 #[derive(Default)]
-pub struct Trace(Vec<J>);
+pub struct Trace(Vec<TraceStep>);
 
 impl Trace {
     pub fn push(&mut self, step: &str, started: Instant, outcome: impl Into<String>) {
@@ -54,129 +57,14 @@ impl Trace {
     }
 
     pub fn push_timed(&mut self, step: &str, took: Duration, outcome: impl Into<String>) {
-        self.0.push(mneme_rx::trace_entry(step, took, outcome));
+        self.0.push(trace_entry(step, took, outcome));
+    }
+
+    /// The steps, as the seam carries them.
+    fn steps(self) -> Vec<mneme_types::rx::TraceStep> {
+        self.0.into_iter().map(Into::into).collect()
     }
 }
-
-// ---------------------------------------------------------------- doors
-
-async fn load_door(sql: &Sql, name: &str) -> Result<Door> {
-    if !valid_name(name) {
-        return Err(Fail::new("not-found", "no such door"));
-    }
-    let rows = sql.query("SELECT config FROM rx_doors WHERE name = $1", &[name.into()]).await?;
-    let Some(row) = rows.first() else {
-        return Err(Fail::new("not-found", format!("no door `{name}` is configured")));
-    };
-    let config: J = serde_json::from_str(&row.text("config")?).map_err(|e| Fail::new("internal", e.to_string()))?;
-    Door::parse(name, &config).map_err(|e| Fail::new("config", format!("door `{name}`: {e}")))
-}
-
-/// `{}` → `{doors: [config…]}`.
-pub async fn doors(_: J) -> Result<J> {
-    let sql = mneme_store::open_sql().await?;
-    let rows = sql.query("SELECT config FROM rx_doors ORDER BY name", &[]).await?;
-    let doors: Vec<J> =
-        rows.iter().filter_map(|r| r.text("config").ok()).filter_map(|c| serde_json::from_str(&c).ok()).collect();
-    Ok(json!({"doors": doors}))
-}
-
-#[derive(Deserialize)]
-pub struct PutDoor {
-    pub name: String,
-    pub config: J,
-    pub now_ms: i64,
-}
-
-/// Adds or replaces a door. A SQL source must already answer with the
-/// signal columns; the door's weights are what its views report.
-pub async fn put_door(r: PutDoor) -> Result<J> {
-    let door = Door::parse(&r.name, &r.config).map_err(Fail::invalid)?;
-    let sql = &mneme_store::open_sql().await?;
-    if let SignalSource::Sql { view, acute_view } = &door.signals {
-        sql.query(&format!("SELECT component, raw, normalised, weight, contribution FROM {view} WHERE 1 = 0"), &[])
-            .await
-            .map_err(|e| {
-                Fail::invalid(format!("view `{view}` does not answer with the signal columns: {}", e.message))
-            })?;
-        if let Some(a) = acute_view {
-            sql.query(&format!("SELECT name, at_ms FROM {a} WHERE 1 = 0"), &[])
-                .await
-                .map_err(|e| Fail::invalid(format!("view `{a}` does not answer with (name, at_ms): {}", e.message)))?;
-        }
-    }
-    for a in &door.auxiliary {
-        sql.query(&format!("SELECT name, raw, normalised FROM {} WHERE 1 = 0", a.view), &[]).await.map_err(|e| {
-            Fail::invalid(format!("view `{}` does not answer with (name, raw, normalised): {}", a.view, e.message))
-        })?;
-    }
-    let config = serde_json::to_string(&door).map_err(|e| Fail::new("internal", e.to_string()))?;
-    sql.transaction(async |sql: &Sql| {
-        sql.execute(
-            "INSERT INTO rx_doors (name, config, updated_ms) VALUES ($1, $2, $3)
-             ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_ms = excluded.updated_ms",
-            &[door.name.as_str().into(), config.as_str().into(), r.now_ms.into()],
-        )
-        .await?;
-        sql.execute("DELETE FROM rx_weights WHERE door = $1", &[door.name.as_str().into()]).await?;
-        for c in &door.components {
-            sql.execute(
-                "INSERT INTO rx_weights (door, component, weight) VALUES ($1, $2, $3)",
-                &[door.name.as_str().into(), c.name.as_str().into(), c.weight.into()],
-            )
-            .await?;
-        }
-        Ok(())
-    })
-    .await?;
-    Ok(serde_json::to_value(&door).unwrap_or(J::Null))
-}
-
-#[derive(Deserialize)]
-pub struct Observe {
-    pub door: String,
-    pub items: Vec<serde_json::Map<String, J>>,
-    pub now_ms: i64,
-}
-
-/// Records observations, all or none.
-pub async fn observe(r: Observe) -> Result<J> {
-    let sql = &mneme_store::open_sql().await?;
-    let door = load_door(sql, &r.door).await?;
-    let mut rows = Vec::new();
-    for (i, item) in r.items.iter().enumerate() {
-        let at = |e: String| Fail::invalid(if r.items.len() > 1 { format!("observation {i}: {e}") } else { e });
-        let Some(kind) = item.get("kind").and_then(J::as_str) else {
-            return Err(at("`kind` is required".into()));
-        };
-        let (data, key) = door.observation(kind, item).map_err(at)?;
-        let at_ms = observation_time(item.get("at"), r.now_ms).map_err(at)?;
-        rows.push((format!("ob-{}", random_hex(8)), kind.to_string(), key, at_ms, json_text(&data)));
-    }
-    sql.transaction(async |sql: &Sql| {
-        for (id, kind, key, at_ms, data) in &rows {
-            sql.execute(
-                "INSERT INTO rx_observations (id, door, kind, key, at_ms, data, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[
-                    id.as_str().into(),
-                    door.name.as_str().into(),
-                    kind.as_str().into(),
-                    key.clone().map_or(Value::Null, Value::from),
-                    (*at_ms).into(),
-                    data.as_str().into(),
-                    r.now_ms.into(),
-                ],
-            )
-            .await?;
-        }
-        Ok(())
-    })
-    .await?;
-    let ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
-    Ok(json!({"door": door.name, "ids": ids}))
-}
-
-// ---------------------------------------------------------------- the run
 
 /// Steps 0.5 and 0.7 for stores in this database, as they came out.
 struct LocalSteps {
@@ -241,17 +129,11 @@ async fn release_lock(sql: &Sql, door: &str, claim: &str) -> std::result::Result
     Ok(sql.execute("DELETE FROM rx_locks WHERE door = $1 AND claim = $2", &[door.into(), claim.into()]).await? > 0)
 }
 
-#[derive(Deserialize)]
-pub struct Release {
-    pub door: String,
-    pub claim: String,
-}
-
 /// Frees a door after a run that failed between `begin` and `finish`.
-pub async fn release(r: Release) -> Result<J> {
+pub async fn release(door: &str, claim: &str) -> Result<()> {
     let sql = mneme_store::open_sql().await?;
-    release_lock(&sql, &r.door, &r.claim).await?;
-    Ok(json!({"released": true}))
+    release_lock(&sql, door, claim).await?;
+    Ok(())
 }
 
 /// A GET or POST with a JSON answer, bounded by [`HTTP_TIMEOUT_MS`].
@@ -490,12 +372,6 @@ async fn required_variable(name: &str) -> Result<String> {
     })
 }
 
-#[derive(Deserialize)]
-pub struct Begin {
-    pub door: String,
-    pub now_ms: i64,
-}
-
 /// Steps 0.5–5 under the door's lock. A dedup ends the run here (the lock
 /// is released); otherwise the answer carries the claim `finish` needs.
 ///
@@ -505,12 +381,12 @@ pub struct Begin {
 /// signal source or store is never called inside a transaction, so those
 /// doors take the lock in one transaction and write a confirmation in
 /// another.
-pub async fn begin(r: Begin) -> Result<J> {
+pub async fn begin(door: &str, now_ms: i64) -> Result<RunStart> {
     // No connection is held while waiting for the door: each attempt takes
     // one from the pool and gives it back, so twenty runs queued on one door
     // cannot starve the run that holds it of connections (D-R6).
-    let door = load_door(&mneme_store::open_sql().await?, &r.door).await?;
-    let now = r.now_ms;
+    let door = load_door(&mneme_store::open_sql().await?, door).await?;
+    let now = now_ms;
     let claim = random_hex(8);
     if matches!(door.signals, SignalSource::Sql { .. }) && !matches!(door.store, Store::Http { .. }) {
         return with_door(&door, async || {
@@ -667,7 +543,7 @@ async fn conclude(
     mut trace: Trace,
     now: i64,
     confirmation_nn: Option<i64>,
-) -> std::result::Result<J, StoreError> {
+) -> std::result::Result<RunStart, StoreError> {
     let Assessed { signals: s, aux, composite: c, driving, decision, step4 } = a;
     let why = match decision {
         Dedup::Same(prior) => {
@@ -700,8 +576,13 @@ async fn conclude(
                 return Err(StoreError::new("conflict", "the run lost its door lock (it took longer than the lease)"));
             }
             trace.push("4", step4, format!("no change: absorbed by {}; confirmation {path}", prior.id));
-            return Ok(json!({"dedup": true, "path": path, "tldr": tldr, "rec_id": prior.id, "status": "no-change",
-                             "trace": trace.0}));
+            return Ok(RunStart::Absorbed(RunResult {
+                path,
+                tldr,
+                rec_id: Some(prior.id),
+                status: "no-change".into(),
+                trace: trace.steps(),
+            }));
         }
         Dedup::New(why) => why,
     };
@@ -715,10 +596,17 @@ async fn conclude(
         .component(&driving)
         .and_then(|c| c.evidence_query.clone())
         .unwrap_or_else(|| format!("{} {}", door.name, driving.replace('_', " ")));
-    Ok(json!({
-        "dedup": false, "claim": claim, "door": door, "signals": s, "aux": aux, "composite": c,
-        "driving": driving, "fired": fired, "prior_open_recs": priors.iter().map(|p| &p.id).collect::<Vec<_>>(),
-        "evidence_query": evidence_query, "trace": trace.0,
+    Ok(RunStart::NewRec(RunState {
+        claim: claim.to_string(),
+        door: json_text(door),
+        signals: s.into(),
+        aux: aux.into_iter().map(Into::into).collect(),
+        composite: c.into(),
+        driving,
+        fired,
+        prior_open_recs: priors.into_iter().map(|p| p.id).collect(),
+        evidence_query,
+        trace: trace.steps(),
     }))
 }
 
@@ -765,24 +653,8 @@ async fn next_nn(sql: &Sql, door: &str, kind: &str, day: &str) -> std::result::R
     Ok(rows.first().map_or(Ok(0), |r| r.i64("n"))? + 1)
 }
 
-#[derive(Deserialize)]
-pub struct Finish {
-    pub door: String,
-    pub claim: String,
-    pub now_ms: i64,
-    pub markdown: String,
-    pub tldr: String,
-    pub driving: String,
-    pub drift_score: f64,
-    pub confidence: i64,
-    pub fired: J,
-    pub source_refs: J,
-    pub drift_breakdown: J,
-    pub confidence_breakdown: J,
-}
-
 /// Steps 8–10, then the door is free again.
-pub async fn finish(r: Finish) -> Result<J> {
+pub async fn finish(r: RunDraft) -> Result<RunResult> {
     let sql = &mneme_store::open_sql().await?;
     let out = finish_run(sql, &r).await;
     match out {
@@ -800,7 +672,7 @@ pub async fn finish(r: Finish) -> Result<J> {
 }
 
 /// Steps 8–10; `true` when the door was released in step 8's transaction.
-async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
+async fn finish_run(sql: &Sql, r: &RunDraft) -> Result<(RunResult, bool)> {
     let door = load_door(sql, &r.door).await?;
     // D-008 holds at the store's door too: nothing without a counter-thesis.
     artifact::check_counter_thesis(&r.markdown).map_err(|e| Fail::new("malformed-artifact", e))?;
@@ -813,6 +685,7 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
     let now = r.now_ms;
     let d = day(now);
     let rec_id = new_id();
+    let fired = json_text(&r.fired);
     let t8 = Instant::now();
     // Step 8, and for the local store 9 and 10, in one transaction.
     let (path, md) = sql
@@ -854,7 +727,7 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
                     tldr: &r.tldr,
                     body: &md,
                     path: Some(&path),
-                    fired: &r.fired,
+                    fired: &fired,
                     source_refs: &r.source_refs,
                     drift_breakdown: &r.drift_breakdown,
                     confidence_breakdown: &r.confidence_breakdown,
@@ -884,8 +757,8 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
             let body = json!({
                 "door": door.name, "drift_score": r.drift_score, "confidence": r.confidence, "tldr": r.tldr,
                 "body_md": md, "rx_md_path": path, "driving_signal": r.driving, "signals_fired": r.fired,
-                "source_refs": r.source_refs, "drift_breakdown": r.drift_breakdown,
-                "confidence_breakdown": r.confidence_breakdown, "created_at": timestamp(now as u64),
+                "source_refs": document(&r.source_refs), "drift_breakdown": document(&r.drift_breakdown),
+                "confidence_breakdown": document(&r.confidence_breakdown), "created_at": timestamp(now as u64),
             });
             let sent = http_json(
                 "POST",
@@ -933,333 +806,11 @@ async fn finish_run(sql: &Sql, r: &Finish) -> Result<(J, bool)> {
         }
     };
     let released = !matches!(door.store, Store::Http { .. });
-    Ok((json!({"path": path, "tldr": r.tldr, "rec_id": id, "status": "open", "trace": trace.0}), released))
+    let done = RunResult { path, tldr: r.tldr.clone(), rec_id: id, status: "open".into(), trace: trace.steps() };
+    Ok((done, released))
 }
 
-/// A rec row as it is first written (status `open`).
-struct NewRec<'a> {
-    id: &'a str,
-    door: &'a str,
-    drift_score: f64,
-    confidence: i64,
-    driving: Option<&'a str>,
-    tldr: &'a str,
-    body: &'a str,
-    path: Option<&'a str>,
-    fired: &'a J,
-    source_refs: &'a J,
-    drift_breakdown: &'a J,
-    confidence_breakdown: &'a J,
-    origin: &'a str,
-    now_ms: i64,
-}
-
-async fn insert_rec(sql: &Sql, r: &NewRec<'_>) -> std::result::Result<(), StoreError> {
-    let opt = |v: Option<&str>| v.map_or(Value::Null, Value::from);
-    sql.execute(
-        "INSERT INTO rx_recs (id, door, status, drift_score, confidence, driving_signal, tldr, body_md, rx_md_path,
-            signals_fired, source_refs, drift_breakdown, confidence_breakdown, origin, created_ms, updated_ms, snooze_count)
-         VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, 0)",
-        &[
-            r.id.into(),
-            r.door.into(),
-            r.drift_score.into(),
-            r.confidence.into(),
-            opt(r.driving),
-            r.tldr.into(),
-            r.body.into(),
-            opt(r.path),
-            json_text(r.fired).into(),
-            json_text(r.source_refs).into(),
-            json_text(r.drift_breakdown).into(),
-            json_text(r.confidence_breakdown).into(),
-            r.origin.into(),
-            r.now_ms.into(),
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-// ---------------------------------------------------------------- the rec store
-
-const REC_COLUMNS: &str = "id, door, status, drift_score, confidence, driving_signal, tldr, rx_md_path, signals_fired, \
-    source_refs, drift_breakdown, confidence_breakdown, origin, created_ms, updated_ms, acted_disposition, acted_ms, \
-    subjective_fit_1_5, outcome_note, snoozed_until_ms, snooze_count, revived_ms";
-
-fn rec_json(r: &Row, now: i64) -> std::result::Result<J, StoreError> {
-    let status = Status::parse(&r.text("status")?)
-        .ok_or_else(|| StoreError::new("internal", "a stored rec has an invalid status"))?;
-    let created = r.i64("created_ms")?;
-    let until = r.opt_i64("snoozed_until_ms")?;
-    let count = r.i64("snooze_count")?;
-    let id = r.text("id")?;
-    let js =
-        |c: &str| -> std::result::Result<J, StoreError> { Ok(serde_json::from_str(&r.text(c)?).unwrap_or(J::Null)) };
-    let ts = |ms: Option<i64>| ms.map(|m| timestamp(m as u64));
-    Ok(json!({
-        "id": id, "short_id": id.chars().take(8).collect::<String>(), "door": r.text("door")?,
-        "status": status.as_str(), "drift_score": r.f64("drift_score")?, "confidence": r.i64("confidence")?,
-        "driving_signal": r.opt_text("driving_signal")?, "tldr": r.text("tldr")?, "rx_md_path": r.opt_text("rx_md_path")?,
-        "signals_fired": js("signals_fired")?, "source_refs": js("source_refs")?, "drift_breakdown": js("drift_breakdown")?,
-        "confidence_breakdown": js("confidence_breakdown")?, "origin": r.text("origin")?,
-        "created_at": timestamp(created as u64), "updated_at": timestamp(r.i64("updated_ms")? as u64),
-        "acted_disposition": r.opt_text("acted_disposition")?, "acted_at": ts(r.opt_i64("acted_ms")?),
-        "subjective_fit_1_5": r.opt_i64("subjective_fit_1_5")?, "outcome_note": r.opt_text("outcome_note")?,
-        "snoozed_until": ts(until), "snooze_count": count,
-        "flags": lifecycle::flags(status, count, created, until, r.opt_i64("revived_ms")?, now),
-    }))
-}
-
-#[derive(Deserialize)]
-pub struct ListRecs {
-    pub door: Option<String>,
-    pub status: Option<String>,
-    pub limit: i64,
-    pub now_ms: i64,
-}
-
-/// Recs ordered open, snoozed, acted, dismissed; newest first in each.
-pub async fn list_recs(r: ListRecs) -> Result<J> {
-    let sql = mneme_store::open_sql().await?;
-    let rows = sql
-        .query(
-            &format!(
-                "SELECT {REC_COLUMNS} FROM rx_recs WHERE ($1 = '' OR door = $1) AND ($2 = '' OR status = $2)
-                 ORDER BY CASE status WHEN 'open' THEN 0 WHEN 'snoozed' THEN 1 WHEN 'acted' THEN 2 ELSE 3 END, created_ms DESC, id
-                 LIMIT $3"
-            ),
-            &[r.door.unwrap_or_default().into(), r.status.unwrap_or_default().into(), r.limit.into()],
-        )
-        .await?;
-    let recs = rows.iter().map(|row| rec_json(row, r.now_ms)).collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(json!({"recs": recs}))
-}
-
-#[derive(Deserialize)]
-pub struct RecId {
-    pub id: String,
-    #[serde(default)]
-    pub now_ms: i64,
-}
-
-async fn rec_row(sql: &Sql, id: &str) -> Result<Row> {
-    let rows = sql.query(&format!("SELECT {REC_COLUMNS}, body_md FROM rx_recs WHERE id = $1"), &[id.into()]).await?;
-    rows.into_iter().next().ok_or_else(|| Fail::new("not-found", format!("no rec `{id}`")))
-}
-
-/// One rec, with its markdown body.
-pub async fn get_rec(r: RecId) -> Result<J> {
-    let sql = mneme_store::open_sql().await?;
-    let row = rec_row(&sql, &r.id).await?;
-    let mut v = rec_json(&row, r.now_ms)?;
-    v["body_md"] = json!(row.text("body_md")?);
-    Ok(v)
-}
-
-/// A rec's artifact as the vault holds it (its frontmatter reconciled at
-/// the door's last run), or the pushed body of a rec with no artifact.
-pub async fn rec_markdown(r: RecId) -> Result<J> {
-    let sql = &mneme_store::open_sql().await?;
-    let a = sql
-        .query("SELECT path, markdown FROM rx_artifacts WHERE rec_id = $1 AND kind = 'rec'", &[r.id.as_str().into()])
-        .await?;
-    if let Some(a) = a.first() {
-        return Ok(json!({"path": a.text("path")?, "markdown": a.text("markdown")?}));
-    }
-    let row = rec_row(sql, &r.id).await?;
-    Ok(json!({"path": row.opt_text("rx_md_path")?, "markdown": row.text("body_md")?}))
-}
-
-#[derive(Deserialize)]
-pub struct IngestRec {
-    pub door: String,
-    pub drift_score: f64,
-    pub confidence: i64,
-    pub tldr: String,
-    pub body_md: String,
-    pub rx_md_path: Option<String>,
-    pub driving_signal: Option<String>,
-    #[serde(default)]
-    pub signals_fired: J,
-    #[serde(default)]
-    pub source_refs: J,
-    #[serde(default)]
-    pub drift_breakdown: J,
-    #[serde(default)]
-    pub confidence_breakdown: J,
-    pub now_ms: i64,
-}
-
-/// `POST /v1/rx/recs`: a rec from an external generator (or another
-/// Mneme whose door stores here). D-008 is checked on its body.
-pub async fn ingest_rec(r: IngestRec) -> Result<J> {
-    if !valid_name(&r.door) {
-        return Err(Fail::invalid("`door`: lowercase letters, digits and -"));
-    }
-    if !(0.0..=1.0).contains(&r.drift_score) || !(0..=100).contains(&r.confidence) {
-        return Err(Fail::invalid("`drift_score` is in [0, 1] and `confidence` in 0–100"));
-    }
-    artifact::check_counter_thesis(&r.body_md).map_err(|e| Fail::new("malformed-artifact", e))?;
-    let sql = mneme_store::open_sql().await?;
-    let id = new_id();
-    let rec = NewRec {
-        id: &id,
-        door: &r.door,
-        drift_score: r.drift_score,
-        confidence: r.confidence,
-        driving: r.driving_signal.as_deref(),
-        tldr: &r.tldr,
-        body: &r.body_md,
-        path: r.rx_md_path.as_deref(),
-        fired: &r.signals_fired,
-        source_refs: &r.source_refs,
-        drift_breakdown: &r.drift_breakdown,
-        confidence_breakdown: &r.confidence_breakdown,
-        origin: "ingest",
-        now_ms: r.now_ms,
-    };
-    insert_rec(&sql, &rec).await?;
-    Ok(json!({"id": id}))
-}
-
-fn refused(e: lifecycle::Refused) -> Fail {
-    Fail::new(e.code(), e.message())
-}
-
-/// Applies a change to a rec only if nobody changed it in between.
-async fn change(sql: &Sql, id: &str, f: impl Fn(Status, i64) -> Result<(String, Vec<Value>)>, now: i64) -> Result<J> {
-    for _ in 0..5 {
-        let row = rec_row(sql, id).await?;
-        let status =
-            Status::parse(&row.text("status")?).ok_or_else(|| Fail::new("internal", "invalid stored status"))?;
-        let count = row.i64("snooze_count")?;
-        let (set, mut params) = f(status, count)?;
-        let n = params.len();
-        params.extend([id.into(), status.as_str().into(), count.into(), now.into()]);
-        let changed = sql
-            .execute(
-                &format!(
-                    "UPDATE rx_recs SET {set}, updated_ms = ${} WHERE id = ${} AND status = ${} AND snooze_count = ${}",
-                    n + 4,
-                    n + 1,
-                    n + 2,
-                    n + 3
-                ),
-                &params,
-            )
-            .await?;
-        if changed == 1 {
-            return Ok(rec_json(&rec_row(sql, id).await?, now)?);
-        }
-    }
-    Err(Fail::new("conflict", "the rec kept changing; try again"))
-}
-
-#[derive(Deserialize)]
-pub struct Dispose {
-    pub id: String,
-    pub disposition: String,
-    pub subjective_fit_1_5: Option<i64>,
-    pub outcome_note: Option<String>,
-    pub now_ms: i64,
-}
-
-pub async fn dispose(r: Dispose) -> Result<J> {
-    let d = Disposition::parse(&r.disposition)
-        .ok_or_else(|| Fail::invalid("`disposition` is acted_as_prescribed, acted_modified, skipped or dismissed"))?;
-    let sql = mneme_store::open_sql().await?;
-    change(
-        &sql,
-        &r.id,
-        |status, _| {
-            let next = lifecycle::dispose(status, d, r.subjective_fit_1_5).map_err(refused)?;
-            Ok((
-                "status = $1, acted_disposition = $2, acted_ms = $3, subjective_fit_1_5 = $4, outcome_note = $5".into(),
-                vec![
-                    next.as_str().into(),
-                    d.as_str().into(),
-                    r.now_ms.into(),
-                    r.subjective_fit_1_5.map_or(Value::Null, Value::from),
-                    r.outcome_note.clone().map_or(Value::Null, Value::from),
-                ],
-            ))
-        },
-        r.now_ms,
-    )
-    .await
-}
-
-#[derive(Deserialize)]
-pub struct Snooze {
-    pub id: String,
-    pub days: i64,
-    pub now_ms: i64,
-}
-
-pub async fn snooze(r: Snooze) -> Result<J> {
-    let sql = mneme_store::open_sql().await?;
-    change(
-        &sql,
-        &r.id,
-        |status, count| {
-            let (until, count) = lifecycle::snooze(status, count, r.days, r.now_ms).map_err(refused)?;
-            Ok((
-                "status = 'snoozed', snoozed_until_ms = $1, snooze_count = $2".into(),
-                vec![until.into(), count.into()],
-            ))
-        },
-        r.now_ms,
-    )
-    .await
-}
-
-/// `{}` → `{files}`: every artifact, for the vault archive. A rec
-/// artifact of this database's store shows its rec's status as it is now:
-/// the reconciler's patch, applied on read (D-CL1); the stored artifact
-/// still changes at the door's next run.
-pub async fn vault(_: J) -> Result<J> {
-    let sql = mneme_store::open_sql().await?;
-    let rows = sql
-        .query(
-            "SELECT a.path, a.markdown, a.status, a.updated_ms, r.status AS rec_status, r.updated_ms AS rec_updated_ms
-             FROM rx_artifacts a LEFT JOIN rx_recs r ON a.kind = 'rec' AND r.id = a.rec_id ORDER BY a.path",
-            &[],
-        )
-        .await?;
-    let files = rows
-        .iter()
-        .map(|r| {
-            let (mut md, mut updated, shown) = (r.text("markdown")?, r.i64("updated_ms")?, r.text("status")?);
-            if let Some(now) = r.opt_text("rec_status")?.filter(|s| *s != shown) {
-                md = artifact::patch_frontmatter(&md, "status", &json!(now));
-                updated = updated.max(r.i64("rec_updated_ms")?);
-            }
-            Ok(json!({"path": r.text("path")?, "content": md, "mtime_secs": updated / 1000}))
-        })
-        .collect::<std::result::Result<Vec<_>, StoreError>>()?;
-    Ok(json!({"files": files}))
-}
-
-/// `{door}` → the artifacts of a door, newest first (the vault's folder).
-pub async fn artifacts(r: Begin) -> Result<J> {
-    let sql = mneme_store::open_sql().await?;
-    load_door(&sql, &r.door).await?;
-    let rows = sql
-        .query(
-            "SELECT path, kind, rec_id, status, driving_signal, drift_score, tldr, created_ms FROM rx_artifacts
-             WHERE door = $1 ORDER BY created_ms DESC, path DESC LIMIT 200",
-            &[r.door.as_str().into()],
-        )
-        .await?;
-    let items = rows
-        .iter()
-        .map(|a| {
-            Ok(json!({"path": a.text("path")?, "kind": a.text("kind")?, "rec_id": a.opt_text("rec_id")?,
-                      "status": a.text("status")?, "driving_signal": a.opt_text("driving_signal")?,
-                      "drift_score": a.f64("drift_score").ok(), "tldr": a.text("tldr")?,
-                      "created_at": timestamp(a.i64("created_ms")? as u64)}))
-        })
-        .collect::<std::result::Result<Vec<_>, StoreError>>()?;
-    Ok(json!({"artifacts": items}))
+/// A rec document's JSON, for the external store's body.
+fn document(text: &str) -> J {
+    serde_json::from_str(text).unwrap_or(J::Null)
 }

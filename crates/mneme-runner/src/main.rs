@@ -12,13 +12,10 @@ mod conn;
 mod cron;
 mod host;
 mod instance;
-mod manifest;
-mod outbound;
-mod routes;
-mod runtime_config;
 mod server;
-mod variables;
 mod vault;
+
+use mneme_manifest::{manifest, outbound, routes, runtime_config, variables};
 
 use std::path::PathBuf;
 use std::sync::Arc;

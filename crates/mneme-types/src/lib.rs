@@ -20,7 +20,9 @@ spin_sdk::wit_bindgen::generate!({
     generate_unused_types: true,
     runtime_path: "::spin_sdk::wit_bindgen::rt",
     additional_derives: [serde::Serialize],
-    // Serialised by hand, under the names rows and the API use.
+    // Serialised by hand, under the names rows and the API use. The list
+    // names a type without its interface, so a type's name is unique
+    // across `mneme:types`.
     additional_derives_ignore: [
         "error-code", "task-state", "step-status", "step", "surfacing", "pressure", "judgement", "routing-metrics",
         "signals", "given-back", "gist-outcome", "gist-stored", "consolidation-summary", "seed-kind", "skip",

@@ -60,6 +60,11 @@ fn engine(pool: PoolingAllocationConfig) -> Result<Engine> {
     config.wasm_component_model_async(true);
     config.epoch_interruption(true);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    // `MNEME_WASM_PROFILER=perfmap` writes /tmp/perf-<pid>.map, so `perf`
+    // names the guests' functions (docs/BENCHMARKS.md profiles with it).
+    if std::env::var("MNEME_WASM_PROFILER").is_ok_and(|v| v == "perfmap") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     Ok(Engine::new(&config)?)
 }
 

@@ -29,6 +29,15 @@ if [ "$(sha256sum "$MODEL/model.safetensors" 2>/dev/null | cut -d' ' -f1)" != "$
   [ "$(sha256sum "$MODEL/model.safetensors" | cut -d' ' -f1)" = "$WEIGHTS_SHA256" ] \
     || die "model.safetensors does not have the expected sha256"
 fi
+# Spin (and `mneme up`) read local models from <state-dir>/ai-models, the
+# state directory being .spin beside the manifest: link the weights there,
+# so `spin up` in this checkout finds them as `mneme up` does.
+SPIN_MODEL="$ROOT/.spin/ai-models/all-minilm-l6-v2"
+if [ "$(readlink "$SPIN_MODEL" 2>/dev/null)" != "$MODEL" ]; then
+  mkdir -p "$(dirname "$SPIN_MODEL")"
+  rm -rf "$SPIN_MODEL"
+  ln -s "$MODEL" "$SPIN_MODEL"
+fi
 
 # What only the tests need (`install.sh --test`, which scripts/test.sh runs).
 [ "${1:-}" = "--test" ] || exit 0

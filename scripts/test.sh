@@ -9,7 +9,22 @@ say "running the tests"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
+report="$ROOT/target/e2e-runner-only.txt"
+rm -f "$report"
+# MNEME_E2E_RUNNER=<a Spin-compatible binary, e.g. spin> runs the end-to-end
+# tests on it instead of `mneme up` (README, "Running under Spin").
 cargo test --release --no-fail-fast --lib --bins --tests "$@" 2>&1 | tee "$log" || status=$?
+if [ -z "${MNEME_E2E_RUNNER:-}" ]; then
+  # The switch itself, exercised on every run by pointing it at `mneme up`:
+  # the app as plain Spin sees it (no tool table), `mneme cron` beside it.
+  say "the end-to-end switch, pointed at mneme up itself"
+  MNEME_E2E_RUNNER="$ROOT/target/release/mneme" cargo test --release --no-fail-fast -p mneme-e2e \
+    --test foundation --test host_interfaces --test errors "$@" 2>&1 | tee -a "$log" || status=$?
+fi
+if [ -s "$report" ]; then
+  say "tests that need mneme up, reported and not run under the other runner:"
+  sort -u "$report"
+fi
 # One closing line for the whole run, summed over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"

@@ -22,7 +22,6 @@ for name in INGEST_TOKEN RX_INGEST_TOKEN; do
   fi
 done
 set -a; source .spin/secrets.env; set +a
-export MNEME_MODELS_DIR="$MODELS_DIR"
 
 cat <<MSG
 

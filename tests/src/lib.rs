@@ -35,7 +35,7 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-fn mneme_bin() -> PathBuf {
+pub fn mneme_bin() -> PathBuf {
     let bin = std::env::var_os("MNEME_BIN").map_or_else(|| repo_root().join("target/release/mneme"), PathBuf::from);
     assert!(
         bin.exists(),
@@ -43,6 +43,87 @@ fn mneme_bin() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// The Spin-compatible runner the tests start instead of `mneme up`
+/// (`MNEME_E2E_RUNNER`, for example a `spin` built from source): it gets
+/// the same manifest, minus the `[application.tool.mneme]` table that Spin
+/// ignores, the same runtime config and variables, and `mneme cron` beside
+/// it runs the schedules, as a deployment on plain Spin does. `None` runs
+/// the tests on `mneme up`.
+pub fn foreign_runner() -> Option<PathBuf> {
+    std::env::var_os("MNEME_E2E_RUNNER").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// Where the tests that need `mneme up` are listed when another runner
+/// runs the suite; `scripts/test.sh` prints it.
+pub fn runner_only_report() -> PathBuf {
+    repo_root().join("target/e2e-runner-only.txt")
+}
+
+/// For a test of what only `mneme up` does (its in-process scheduler and
+/// startup job, its request log, its limits and trap answers): under
+/// another runner, reports `test` as needing `feature`, on stderr and in
+/// [`runner_only_report`], and returns true so the test returns. Under
+/// `mneme up`, false. Use [`runner_only!`].
+pub fn needs_mneme_up(test: &str, feature: &str) -> bool {
+    let Some(runner) = foreign_runner() else { return false };
+    let line = format!("{test}: needs {feature} of `mneme up`; not run under {}", runner.display());
+    eprintln!("RUNNER-ONLY {line}");
+    let path = runner_only_report();
+    let _ = std::fs::create_dir_all(path.parent().unwrap());
+    // One write of the whole line: tests run in parallel, and an append of
+    // one small write is not interleaved with another's.
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        use std::io::Write;
+        let _ = f.write_all(format!("{line}\n").as_bytes());
+    }
+    true
+}
+
+/// `runner_only!("its request log")` at the top of a test: under another
+/// runner (`MNEME_E2E_RUNNER`), the test is reported by name as needing
+/// that feature of `mneme up`, and returns.
+#[macro_export]
+macro_rules! runner_only {
+    ($feature:expr) => {{
+        fn here() {}
+        let name = std::any::type_name_of_val(&here).trim_end_matches("::here");
+        if $crate::needs_mneme_up(name, $feature) {
+            return;
+        }
+    }};
+}
+
+/// A free loopback port, for a runner that is told its port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `manifest` as Spin reads it: without the `[application.tool.mneme]`
+/// tables, its sources absolute, written into `dir`.
+fn as_spin_reads_it(app_dir: &Path, manifest: &str, dir: &Path) -> PathBuf {
+    let src = app_dir.join(manifest);
+    let base = src.parent().unwrap().to_path_buf();
+    let text = std::fs::read_to_string(&src).unwrap();
+    let mut out = Vec::new();
+    let mut in_tool = false;
+    for l in text.lines() {
+        let t = l.trim_start();
+        if t.starts_with('[') {
+            in_tool = t.starts_with("[application.tool") || t.starts_with("[[application.tool");
+        }
+        if in_tool {
+            continue;
+        }
+        out.push(match l.strip_prefix("source = \"") {
+            Some(rest) => format!("source = \"{}\"", base.join(rest.trim_end_matches('"')).display()),
+            None => l.to_string(),
+        });
+    }
+    let path = dir.join("spin-app.toml");
+    std::fs::write(&path, out.join("\n")).unwrap();
+    path
 }
 
 /// Which storage the app runs on.
@@ -155,6 +236,8 @@ pub struct App {
     pub state: tempfile::TempDir,
     log: PathBuf,
     stdout: Vec<String>,
+    /// `mneme cron` beside a foreign runner, and its log.
+    scheduler: Option<(Child, PathBuf)>,
 }
 
 /// What starting the runner led to.
@@ -193,15 +276,28 @@ impl App {
         }
     }
 
-    fn launch_in(state: tempfile::TempDir, manifest: &str, env: &[(String, String)], args: &[&str]) -> Started {
+    /// Starts the runner on a state directory the caller prepared.
+    pub fn launch_in(state: tempfile::TempDir, manifest: &str, env: &[(String, String)], args: &[&str]) -> Started {
         let root = repo_root();
         let log = state.path().join("runner.log");
         // `MNEME_APP_DIR` runs the app of another checkout (its spin.toml
         // and components), for an A/B comparison with MNEME_BIN.
         let app_dir = std::env::var_os("MNEME_APP_DIR").map_or_else(|| root.clone(), PathBuf::from);
-        let mut cmd = Command::new(mneme_bin());
+        let foreign = foreign_runner();
+        let (program, manifest_arg, listen) = match &foreign {
+            Some(runner) => (
+                runner.clone(),
+                as_spin_reads_it(&app_dir, manifest, state.path()),
+                format!("127.0.0.1:{}", free_port()),
+            ),
+            None => (mneme_bin(), PathBuf::from(manifest), "127.0.0.1:0".to_string()),
+        };
+        let mut cmd = Command::new(program);
         cmd.current_dir(&app_dir)
-            .args(["up", "-f", manifest, "--listen", "127.0.0.1:0", "--state-dir"])
+            .arg("up")
+            .arg("-f")
+            .arg(&manifest_arg)
+            .args(["--listen", &listen, "--state-dir"])
             .arg(state.path())
             .args(args)
             .env("MNEME_CACHE_DIR", root.join("target/e2e-cache"))
@@ -225,7 +321,22 @@ impl App {
                     if let Some(url) = serving {
                         // Keep draining stdout so the runner never blocks on it.
                         std::thread::spawn(move || for _ in lines.by_ref() {});
-                        return Started::Serving(App { child, url, state, log, stdout });
+                        let scheduler =
+                            foreign.is_some().then(|| start_scheduler(&url, &app_dir.join(manifest), env, &state));
+                        if foreign.is_some() {
+                            // What a deployment's readiness probe does: the
+                            // first request, which puts the schema in place
+                            // (D-F28), before the test touches the database.
+                            let _ = ureq::get(&format!("{url}/health")).call();
+                        }
+                        return Started::Serving(App {
+                            child,
+                            url,
+                            state,
+                            log,
+                            stdout,
+                            scheduler: scheduler.flatten(),
+                        });
                     }
                 }
                 _ => break,
@@ -261,8 +372,13 @@ impl App {
         &self.stdout
     }
 
+    /// The runner's log, then the scheduler's when one runs beside it.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        let mut log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if let Some((_, path)) = &self.scheduler {
+            log.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+        }
+        log
     }
 
     pub fn get(&self, path: &str) -> Resp {
@@ -378,8 +494,35 @@ fn http_request(method: &str, url: &str) -> ureq::http::request::Builder {
     ureq::http::Request::builder().method(method).uri(url)
 }
 
+/// `mneme cron` against `url` with the schedules of `manifest`, when it
+/// has any, and the app's environment (its cron token).
+fn start_scheduler(
+    url: &str,
+    manifest: &Path,
+    env: &[(String, String)],
+    state: &tempfile::TempDir,
+) -> Option<(Child, PathBuf)> {
+    let text = std::fs::read_to_string(manifest).ok()?;
+    if !text.contains("[[application.tool.mneme.cron]]") {
+        return None;
+    }
+    let log = state.path().join("cron.log");
+    let mut cmd = Command::new(mneme_bin());
+    cmd.args(["cron", "--url", url, "-f"]).arg(manifest).current_dir(state.path());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child =
+        cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).ok()?).spawn().expect("spawning mneme cron");
+    Some((child, log))
+}
+
 impl Drop for App {
     fn drop(&mut self) {
+        if let Some((mut cron, _)) = self.scheduler.take() {
+            let _ = cron.kill();
+            let _ = cron.wait();
+        }
         // Already gone (crashed on purpose): its pid may be someone else's now.
         if let Ok(Some(_)) = self.child.try_wait() {
             return;

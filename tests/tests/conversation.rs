@@ -863,6 +863,7 @@ fn identity_silence_gap_and_tie_break_at_their_boundaries() {
 /// config names), with the chat flattened into one prompt.
 #[test]
 fn the_spin_llm_interface_can_serve_every_model_call() {
+    mneme_e2e::runner_only!("its `[llm_compute]` forwarding to an OpenAI-compatible endpoint");
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let model = FakeModel::start(Script { reply: "Light becomes sugar.".into(), ..Default::default() });

@@ -46,7 +46,45 @@ fn health_reports_store_kinds_and_migration_level_on_both_backends() {
 }
 
 #[test]
+fn a_fresh_database_is_migrated_by_its_first_requests_with_no_startup_job() {
+    // As under plain `spin up`: no startup job, no cron token. Eight first
+    // requests at once, on an empty store: each finds the schema, and each
+    // migration is applied once.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = edited_manifest(dir.path(), "spin.toml", |m| m.replace("at_startup = true", "at_startup = false"));
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let mut vars = b.vars.clone();
+        vars.push(("SPIN_VARIABLE_API_KEY".into(), "k".into()));
+        let app = App::start(manifest.to_str().unwrap(), &vars);
+        let statuses: Vec<u16> = std::thread::scope(|s| {
+            let calls: Vec<_> = (0..8)
+                .map(|i| {
+                    let app = &app;
+                    s.spawn(move || {
+                        let path = if i % 2 == 0 { "/knowledge/entries" } else { "/tasks" };
+                        app.request("GET", path, &[("authorization", "Bearer k")], None).status
+                    })
+                })
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        assert!(statuses.iter().all(|&s| s == 200), "{backend:?}: {statuses:?}\n{}", app.log());
+        let v = app.get("/health").json();
+        assert_eq!(v["status"], "ok", "{backend:?}: {v}");
+        let latest = v["migrations"]["latest"].as_u64().unwrap();
+        assert_eq!(v["migrations"]["level"].as_u64(), Some(latest));
+        let log = app.log();
+        for version in 1..=latest {
+            let n = log.matches(&format!("schema: applied migration {version} (")).count();
+            assert_eq!(n, 1, "{backend:?}: migration {version} applied {n} times:\n{log}");
+        }
+    }
+}
+
+#[test]
 fn migrations_apply_once_at_startup_and_then_never_again() {
+    mneme_e2e::runner_only!("its startup job");
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let app = App::start("spin.toml", &env(&b));
@@ -135,6 +173,100 @@ fn tick_endpoint_requires_the_cron_token() {
     tick(&app, "nonsense").assert_error(404, "not-found");
 }
 
+/// `mneme cron` against `url` with `manifest`'s schedules and `token`;
+/// killed on drop.
+struct Cron(std::process::Child, tempfile::TempDir);
+
+impl Cron {
+    fn start(url: &str, manifest: &std::path::Path, token: &str) -> Cron {
+        let dir = tempfile::tempdir().unwrap();
+        let child = std::process::Command::new(mneme_e2e::mneme_bin())
+            .args(["cron", "--url", url, "-f"])
+            .arg(manifest)
+            .current_dir(dir.path())
+            .env("SPIN_VARIABLE_CRON_TOKEN", token)
+            .stderr(std::fs::File::create(dir.path().join("cron.log")).unwrap())
+            .spawn()
+            .unwrap();
+        Cron(child, dir)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.1.path().join("cron.log")).unwrap_or_default()
+    }
+
+    /// Waits for a log line that holds every one of `parts`.
+    fn wait_for(&self, parts: &[&str], limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.log().lines().any(|l| parts.iter().all(|p| l.contains(p))) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+impl Drop for Cron {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn mneme_cron_runs_the_schedules_against_a_deployment_and_backs_off() {
+    // The app runs no schedules itself, as under `spin up`; `mneme cron`
+    // reads them from the manifest and calls the tick endpoints over HTTP.
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = [
+        "migrate",
+        "heartbeat",
+        "reminders",
+        "knowledge",
+        "tools",
+        "tasks",
+        "consolidate",
+        "drift",
+        "regulate",
+        "reflect",
+    ];
+    let served = mneme_e2e::without_crons(dir.path(), &jobs);
+    let b = BackendEnv::new(Backend::Embedded);
+    let app = App::start(&served, &env(&b));
+    let every_second = edited_manifest(dir.path(), "spin.toml", |m| {
+        m.replace("cron_expression = \"0 * * * * *\"", "cron_expression = \"* * * * * *\"")
+    });
+    let cron = Cron::start(&app.url, &every_second, TOKEN);
+    assert!(cron.wait_for(&["startup job /tick/migrate:"], Duration::from_secs(20)), "{}", cron.log());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline && cron.log().matches("cron tick /tick/heartbeat 200").count() < 2 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(cron.log().matches("cron tick /tick/heartbeat 200").count() >= 2, "{}", cron.log());
+    assert!(app.log().contains("POST /tick/heartbeat"), "the ticks reached the app over HTTP:\n{}", app.log());
+    let beats = tick(&app, "heartbeat").json()["result"]["beats"].as_u64().unwrap();
+    assert!(beats >= 3, "the scheduled heartbeats were recorded: {beats}");
+    drop(cron);
+
+    // A wrong token: each failure is logged, and the job backs off, its
+    // wait doubling from its interval.
+    let no_startup = edited_manifest(dir.path(), &every_second.display().to_string(), |m| {
+        m.replace("at_startup = true", "at_startup = false")
+    });
+    let cron = Cron::start(&app.url, &no_startup, "wrong");
+    for n in [1, 2, 3] {
+        let line = "cron tick /tick/heartbeat answered 401";
+        let want = format!("{n} in a row, next try in {} s", 1u64 << (n - 1));
+        assert!(
+            cron.wait_for(&[line, &want], Duration::from_secs(20)),
+            "expected `{line}` … `{want}`:\n{}",
+            cron.log()
+        );
+    }
+}
+
 #[test]
 fn tick_endpoint_is_closed_when_no_token_is_configured() {
     let b = BackendEnv::new(Backend::Embedded);
@@ -196,6 +328,7 @@ fn unreachable_redis_is_reported_not_hidden() {
 
 #[test]
 fn startup_fails_when_the_startup_migration_cannot_run() {
+    mneme_e2e::runner_only!("its startup job");
     let vars = vec![
         (
             "SPIN_VARIABLE_PG_URL".to_string(),

@@ -62,8 +62,18 @@ fn postgres_host_outside_allowed_outbound_hosts_is_refused() {
         "SPIN_VARIABLE_PG_URL",
         "host=localhost port=5432 user=postgres dbname=postgres sslmode=disable".into(),
     )]);
+    // localhost is not 127.0.0.1 in allowed_outbound_hosts; Spin's words
+    // (crates/factor-outbound-pg) and its warning on stderr.
     let r = app.get("/pg?sql=SELECT+1");
-    assert!(r.body.contains("not allowed"), "localhost is not 127.0.0.1 in allowed_outbound_hosts: {}", r.body);
+    assert_eq!(r.body, r#"PgError(Error::ConnectionFailed("address postgres://localhost:5432 is not permitted"))"#);
+    assert!(
+        app.log().contains(
+            "Warning: A component tried to make an outbound network connection to disallowed destination 'postgres://localhost:5432'.\n\
+             To allow this request, add 'allowed_outbound_hosts = [\"postgres://localhost:5432\"]' to the manifest component section."
+        ),
+        "{}",
+        app.log()
+    );
 }
 
 #[test]
@@ -87,9 +97,50 @@ fn variables_resolve_from_env_and_defaults_and_refuse_undeclared_names() {
     assert_eq!(app.get("/var?name=secret").body, "s3cret");
     let overridden = probe(&[("SPIN_VARIABLE_SECRET", "from-env".into())]);
     assert_eq!(overridden.get("/var?name=secret").body, "from-env");
-    assert!(app.get("/var?name=undeclared").body.starts_with("Error::Undefined"));
-    assert!(app.get("/var?name=Bad-Name").body.starts_with("Error::InvalidName"));
+    // Spin's words (crates/expressions): the component and the key, each quoted.
+    assert_eq!(app.get("/var?name=undeclared").body, r#"Error::Undefined("no variable for \"probe\".\"undeclared\"")"#);
+    assert_eq!(
+        app.get("/var?name=Bad-Name").body,
+        r#"Error::InvalidName("\"Bad-Name\": invalid character 'B'. Variable names may contain only lower-case letters, numbers, and underscores.")"#
+    );
+    assert_eq!(
+        app.get("/var?name=a__b").body,
+        r#"Error::InvalidName("\"a__b\": must not contain multiple consecutive underscores")"#
+    );
     assert!(!app.log().contains("s3cret"), "a secret value reached the log");
+}
+
+#[test]
+fn spin_up_flags_set_variables_and_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vars.json");
+    std::fs::write(&file, r#"{"secret": "from-file"}"#).unwrap();
+    let env = [("SPIN_VARIABLE_SECRET".to_string(), "from-env".to_string())];
+    // --variable comes before the environment provider; the last one wins.
+    let app = App::start_with(
+        PROBE,
+        &env,
+        &["--variable", "secret=first", "--variable", "secret=from-cli", "-e", "GREETING=a=b"],
+    )
+    .unwrap();
+    assert_eq!(app.get("/var?name=secret").body, "from-cli");
+    assert_eq!(app.get("/env?name=GREETING").body, "a=b", "--env reaches every component, split at the first =");
+    let app = App::start_with(PROBE, &env, &["--variable", &format!("@{}", file.display())]).unwrap();
+    assert_eq!(app.get("/var?name=secret").body, "from-file");
+}
+
+#[test]
+fn mneme_up_refuses_flags_in_spins_words_and_names_its_own() {
+    mneme_e2e::runner_only!("its own flag parsing");
+    for (args, want) in [
+        (vec!["--variable", "novalue"], "variables must be in the form 'key=value' or '@file'"),
+        (vec!["-e", "NOEQUALS"], "Environment variable must be of the form `key=value`"),
+        (vec!["--tls-cert", "c.pem"], "`--tls-cert` is a `spin up` flag that `mneme up` does not support"),
+        (vec!["--max-memory-mb", "32"], "unexpected argument '--max-memory-mb'"),
+    ] {
+        let log = App::start_with(PROBE, &[], &args).err().unwrap_or_else(|| panic!("{args:?}: the runner started"));
+        assert!(log.contains(want), "{args:?}: expected `{want}` in:\n{log}");
+    }
 }
 
 #[test]
@@ -111,7 +162,32 @@ fn embeddings_match_the_reference_model() {
 }
 
 #[test]
+fn models_are_read_where_spin_reads_them() {
+    mneme_e2e::runner_only!("`MNEME_MODELS_DIR` and its error naming the model directory");
+    // `<state-dir>/ai-models/<model>/`, with no override: what `spin up`
+    // reads, and where scripts/install.sh links the weights.
+    let weights =
+        std::path::PathBuf::from(std::env::var_os("MNEME_MODELS_DIR").expect("scripts/test.sh sets MNEME_MODELS_DIR"))
+            .join("all-minilm-l6-v2");
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(state.path().join("ai-models")).unwrap();
+    std::os::unix::fs::symlink(&weights, state.path().join("ai-models/all-minilm-l6-v2")).unwrap();
+    let no_override = [("MNEME_MODELS_DIR".to_string(), String::new())];
+    let app = match App::launch_in(state, PROBE, &no_override, &[]) {
+        mneme_e2e::Started::Serving(app) => app,
+        mneme_e2e::Started::Exited { log, .. } => panic!("the runner did not start:\n{log}"),
+    };
+    assert_eq!(app.get("/embed?text=A+man+is+eating+a+piece+of+bread.").body, "dims=384 cosine=0.7553");
+
+    let bare = App::start(PROBE, &no_override);
+    let r = bare.get("/embed?text=x");
+    let want = bare.state.path().join("ai-models/all-minilm-l6-v2");
+    assert!(r.body.contains(&want.display().to_string()), "the error names where the model was looked for: {}", r.body);
+}
+
+#[test]
 fn inference_goes_to_the_configured_endpoint_or_fails_clearly() {
+    mneme_e2e::runner_only!("its `[llm_compute]` forwarding to an OpenAI-compatible endpoint");
     let app = probe(&[]);
     let r = app.get("/infer?model=test-model&prompt=hi");
     assert!(r.body.contains("no inference endpoint is configured"), "{}", r.body);
@@ -142,9 +218,10 @@ fn dependencies_get_only_the_capabilities_they_inherit() {
         ("/dep/kv?store=default", "stage-ok"),
         ("/dep/var?name=secret", "s3cret"),
         ("/noinherit/dep/kv?store=default", "Error::AccessDenied"),
-        ("/noinherit/dep/var?name=secret", "Error::Undefined(\"no variable for \\\"secret\\\"\")"),
+        // Spin's deny adapter (crates/capabilities/deny-adapter) names the key alone.
+        ("/noinherit/dep/var?name=secret", "Error::Undefined(\"secret\")"),
         ("/partial/dep/kv?store=default", "stage-ok"),
-        ("/partial/dep/var?name=secret", "Error::Undefined(\"no variable for \\\"secret\\\"\")"),
+        ("/partial/dep/var?name=secret", "Error::Undefined(\"secret\")"),
     ];
     for (path, want) in table {
         assert_eq!(app.get(path).body, want, "{path}");
@@ -165,13 +242,15 @@ fn responses_stream_event_by_event() {
 
 #[test]
 fn oversize_bodies_are_refused_before_the_component_runs() {
-    let app = App::start_with(PROBE, &[], &["--max-body-bytes", "1000"]).unwrap();
+    mneme_e2e::runner_only!("its body cap (`--mneme-max-body-bytes`)");
+    let app = App::start_with(PROBE, &[], &["--mneme-max-body-bytes", "1000"]).unwrap();
     assert_eq!(app.request("POST", "/echo", &[], Some(&[b'x'; 1000])).body, "1000");
     app.request("POST", "/echo", &[], Some(&[b'x'; 1001])).assert_error(413, "payload-too-large");
 }
 
 #[test]
 fn a_trap_answers_500_with_a_request_id_and_the_server_keeps_serving() {
+    mneme_e2e::runner_only!("its JSON answer to a trap");
     let app = probe(&[]);
     let r = app.get("/trap");
     r.assert_error(500, "internal");
@@ -191,6 +270,7 @@ fn a_trap_answers_500_with_a_request_id_and_the_server_keeps_serving() {
 
 #[test]
 fn a_request_over_its_time_limit_is_stopped() {
+    mneme_e2e::runner_only!("its JSON answer to a request over its time limit");
     let app = App::start_with(PROBE, &[], &["--request-timeout", "1s"]).unwrap();
     let started = std::time::Instant::now();
     app.get("/sleep?ms=30000").assert_error(500, "internal");
@@ -210,6 +290,7 @@ fn spin_request_headers_are_set() {
 
 #[test]
 fn each_request_logs_method_path_component_status_and_duration() {
+    mneme_e2e::runner_only!("its request log line");
     let app = probe(&[]);
     app.get("/kv?store=default");
     let log = app.log();
@@ -225,9 +306,10 @@ fn each_request_logs_method_path_component_status_and_duration() {
 
 #[test]
 fn apps_spin_would_refuse_are_refused_at_load() {
+    mneme_e2e::runner_only!("its load-time wording (checked against Spin's source, D-F27)");
     let dir = tempfile::tempdir().unwrap();
     type Edit = Box<dyn Fn(String) -> String>;
-    let cases: [(&str, Edit, &str); 4] = [
+    let cases: [(&str, Edit, &str); 5] = [
         (
             "unknown key-value store",
             Box::new(|t| {
@@ -236,7 +318,20 @@ fn apps_spin_would_refuse_are_refused_at_load() {
                     "key_value_stores = [\"default\", \"nosuch\"]\nsqlite",
                 )
             }),
-            "key-value store `nosuch`",
+            r#"unknown key_value_stores label "nosuch" for component "probe""#,
+        ),
+        (
+            "unknown SQLite database",
+            Box::new(|t| {
+                t.replace(
+                    "sqlite_databases = [\"default\"]\nai_models",
+                    "sqlite_databases = [\"default\", \"nosuch\"]\nai_models",
+                )
+            }),
+            "One or more components use SQLite databases which are not defined.\n\
+             Check the spelling, or pass a runtime configuration file that defines these stores.\n\
+             See https://spinframework.dev/dynamic-configuration#sqlite-storage-runtime-configuration\n\
+             Details:\n- Component probe uses database 'nosuch'",
         ),
         (
             "dependency with its own permissions",
@@ -248,7 +343,7 @@ fn apps_spin_would_refuse_are_refused_at_load() {
         (
             "required variable without a value",
             Box::new(|t| t.replace("secret = { default = \"s3cret\", secret = true }", "secret = { required = true }")),
-            "SPIN_VARIABLE_SECRET",
+            r#"provider error: no provider resolved required variable(s): ["secret"]"#,
         ),
         (
             "bad outbound host",
@@ -267,6 +362,7 @@ fn apps_spin_would_refuse_are_refused_at_load() {
 
 #[test]
 fn a_warm_restart_reuses_compiled_components() {
+    mneme_e2e::runner_only!("its compiled-component cache");
     let first = probe(&[]);
     drop(first);
     let second = probe(&[]);
@@ -302,7 +398,8 @@ fn key_value_can_live_in_redis_through_runtime_config() {
 
 #[test]
 fn an_instance_over_its_memory_cap_fails_alone() {
-    let app = App::start_with(PROBE, &[], &["--max-memory-mb", "32"]).unwrap();
+    mneme_e2e::runner_only!("its JSON answer to an instance over its memory cap");
+    let app = App::start_with(PROBE, &[], &["--max-instance-memory", "33554432"]).unwrap();
     assert_eq!(app.get("/alloc?mb=8").body, "allocated 8 MiB");
     app.get("/alloc?mb=64").assert_error(500, "internal");
     assert_eq!(app.get("/alloc?mb=8").body, "allocated 8 MiB", "the next request gets a fresh instance");
@@ -310,6 +407,7 @@ fn an_instance_over_its_memory_cap_fails_alone() {
 
 #[test]
 fn shutdown_lets_in_flight_streams_finish_then_exits() {
+    mneme_e2e::runner_only!("its graceful drain on SIGTERM");
     let mut app = probe(&[]);
     let url = app.url.clone();
     let reader = std::thread::spawn(move || {

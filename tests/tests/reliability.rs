@@ -108,6 +108,7 @@ fn fails_fast_and_recovers(app: &App, proxy: &FaultProxy, down: &str) {
 
 #[test]
 fn a_silent_or_refusing_postgres_answers_503_in_time_and_recovers_at_once() {
+    mneme_e2e::runner_only!("its deadlines on host calls to PostgreSQL (D-F19)");
     let _turn = one_at_a_time();
     require_redis();
     let db = PgDatabase::create();
@@ -118,6 +119,7 @@ fn a_silent_or_refusing_postgres_answers_503_in_time_and_recovers_at_once() {
 
 #[test]
 fn a_silent_or_refusing_redis_answers_503_in_time_and_recovers_at_once() {
+    mneme_e2e::runner_only!("its deadlines on host calls to Redis (D-F19)");
     let _turn = one_at_a_time();
     require_redis();
     let db = PgDatabase::create();
@@ -215,6 +217,75 @@ fn a_nul_character_is_refused_alike_on_both_backends() {
     assert_eq!(answers[0], answers[1], "the two backends answer every input alike");
 }
 
+/// An error the app made (its body may come in chunks): the status and
+/// the JSON error code.
+fn app_answer(raw: &str, status: u16, code: &str) {
+    assert!(raw.starts_with(&format!("HTTP/1.1 {status} ")), "expected {status}: {raw:?}");
+    let (head, mut body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+    assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{raw:?}");
+    let mut text = String::new();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        while let Some((size, rest)) = body.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || rest.len() < n {
+                break;
+            }
+            text.push_str(&rest[..n]);
+            body = rest[n..].trim_start_matches("\r\n");
+        }
+    } else {
+        text = body.to_string();
+    }
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status}: not JSON ({e}): {raw:?}"));
+    assert_eq!(v["error"]["code"], code, "{raw:?}");
+}
+
+#[test]
+fn the_app_refuses_bodies_over_its_limit_whoever_runs_it() {
+    // With the runner's own cap raised past the app's (as under `spin up`,
+    // which has none), the app answers: 413 over 4 MiB, declared or
+    // counted as it arrives, and each endpoint's 400 below it; alike on
+    // both backends.
+    let _turn = one_at_a_time();
+    let mut answers = Vec::new();
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        // The runner's cap by its environment variable, which another
+        // runner (MNEME_E2E_RUNNER) ignores.
+        let mut env = test_env(&b, None);
+        env.push(("MNEME_MAX_BODY_BYTES".into(), (64 << 20).to_string()));
+        let app = App::start("spin.toml", &env);
+        let addr = app.url.trim_start_matches("http://").to_string();
+        let head = |path: &str, len: usize, extra: &str| {
+            format!(
+                "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TEST_KEY}\r\n{extra}Content-Length: {len}\r\nConnection: close\r\n\r\n"
+            )
+        };
+        // Declared: refused before the app reads it.
+        let big = "x".repeat((4 << 20) + 1);
+        let (r, _) = raw(&addr, format!("{}{big}", head("/chat", big.len(), "")).as_bytes(), None);
+        app_answer(&r, 413, "payload-too-large");
+        // Sent in chunks with no length: counted as it arrives.
+        let chunk = "x".repeat(1 << 20);
+        let mut chunked = format!(
+            "POST /retrieve HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TEST_KEY}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        for _ in 0..5 {
+            chunked.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
+        }
+        chunked.push_str("0\r\n\r\n");
+        let (r, _) = raw(&addr, chunked.as_bytes(), None);
+        app_answer(&r, 413, "payload-too-large");
+        // Under the app's limit, the endpoint's own.
+        let body = format!("{{\"text\":\"{}\"}}", "y".repeat(300 * 1024));
+        let (r, _) = raw(&addr, format!("{}{body}", head("/chat", body.len(), "")).as_bytes(), None);
+        app_answer(&r, 400, "body-too-large");
+        let status = |r: &str| r.split(' ').nth(1).unwrap_or("").to_string();
+        answers.push(status(&r));
+    }
+    assert_eq!(answers[0], answers[1]);
+}
+
 #[test]
 fn observation_numbers_and_times_are_bounded() {
     let _turn = one_at_a_time();
@@ -259,8 +330,9 @@ fn json_answer(raw: &str, status: u16, code: &str) {
 
 #[test]
 fn every_error_the_runner_makes_has_a_json_body_and_no_client_is_left_waiting() {
+    mneme_e2e::runner_only!("its JSON answers to malformed requests");
     let _turn = one_at_a_time();
-    let app = App::start_with("tests/fixtures/probe.toml", &[], &["--max-body-bytes", "1000"]).unwrap();
+    let app = App::start_with("tests/fixtures/probe.toml", &[], &["--mneme-max-body-bytes", "1000"]).unwrap();
     let addr = app.url.trim_start_matches("http://").to_string();
     let (r, _) = raw(&addr, b"GET /kv HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", None);
     json_answer(&r, 400, "bad-request");
@@ -351,6 +423,7 @@ fn the_rest_still_answers(app: &App, what: &str) {
 
 #[test]
 fn a_thousand_open_streams_leave_health_chat_and_every_tick_answering() {
+    mneme_e2e::runner_only!("its instance admission (503 with Retry-After when the pool is full)");
     let _turn = one_at_a_time();
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
@@ -370,6 +443,7 @@ fn a_thousand_open_streams_leave_health_chat_and_every_tick_answering() {
 
 #[test]
 fn a_thousand_slow_chats_leave_health_chat_and_every_tick_answering() {
+    mneme_e2e::runner_only!("its instance admission (503 with Retry-After when the pool is full)");
     let _turn = one_at_a_time();
     for backend in BACKENDS {
         let model = FakeModel::start(Script {

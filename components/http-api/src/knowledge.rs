@@ -12,7 +12,6 @@ use mneme_time::calendar::parse_date;
 use mneme_types::VaultFile;
 use mneme_types::knowledge::{JobView, KnowledgeType, NewDocument, SearchMode, SourceType, Transcript};
 use serde_json::{Value, json};
-use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use std::collections::HashMap;
 
@@ -31,11 +30,7 @@ pub(crate) fn bad(code: &str, message: impl Into<String>) -> ApiError {
 }
 
 pub(crate) async fn body_json(req: Request, max: usize) -> Result<Value, ApiError> {
-    let bytes =
-        req.into_body().bytes().await.map_err(|e| bad("invalid-body", format!("the body could not be read: {e:?}")))?;
-    if bytes.len() > max {
-        return Err(bad("body-too-large", format!("the body is over {max} bytes")));
-    }
+    let bytes = crate::body::read(req, max).await?;
     let v: Value = parse_json_body(&bytes)?;
     if !v.is_object() {
         return Err(bad("invalid", "the body must be a JSON object"));

@@ -37,6 +37,7 @@ spin_sdk::wit_bindgen::generate!({
 
 use mneme_entry::{clock, mneme};
 
+mod body;
 mod chat;
 mod events;
 mod knowledge;
@@ -81,6 +82,10 @@ pub fn err(e: ApiError) -> Reply {
 async fn handle(req: Request) -> Reply {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    if let Err(e) = mneme_http::refuse_declared_body(req.headers()) {
+        return err(e);
+    }
+    mneme_entry::schema::ensure().await;
     if path == "/health" {
         return match method {
             Method::GET => reply(health().await),

@@ -74,6 +74,14 @@ impl Guest for Stage {
         Ok(applied.into_iter().map(|(version, name)| AppliedMigration { version, name }).collect())
     }
 
+    async fn ensure_migrated() -> Result<Vec<AppliedMigration>, StageError> {
+        let sql = mneme_store::open_sql().await.map_err(stage_error)?;
+        if migrate::level(&sql).await.map_err(stage_error)? >= migrate::latest(&sql) {
+            return Ok(Vec::new());
+        }
+        Self::migrate().await
+    }
+
     async fn count_failures(key: String, add: u32, window_ms: u64, now_ms: u64) -> Result<(u32, u64), StageError> {
         let sql = mneme_store::open_sql().await.map_err(stage_error)?;
         let now = Value::Int(now_ms as i64);

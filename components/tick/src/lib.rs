@@ -56,6 +56,10 @@ use spin_sdk::http_service;
 
 #[http_service]
 async fn handle(req: Request) -> impl IntoResponse {
+    // The app's body limit holds whoever runs it (#24); a tick reads no body.
+    if let Err(e) = mneme_http::refuse_declared_body(req.headers()) {
+        return e.into_response();
+    }
     let token = spin_sdk::variables::get("cron_token").await.ok();
     if let Err(e) = require_bearer(req.headers(), token.as_deref(), "cron_token") {
         return e.into_response();
@@ -64,6 +68,9 @@ async fn handle(req: Request) -> impl IntoResponse {
         return ApiError::method_not_allowed("POST").into_response();
     }
     let job = req.uri().path().strip_prefix("/tick/").unwrap_or("").to_string();
+    if job != "migrate" {
+        mneme_entry::schema::ensure().await;
+    }
     let started = now_ms();
     let outcome = match job.as_str() {
         "migrate" => store::migrate().await.map(|applied| {

@@ -37,6 +37,7 @@ spin_sdk::wit_bindgen::generate!({
 pub mod act;
 pub mod clock;
 pub mod model;
+pub mod schema;
 pub mod tasks;
 pub mod tool_job;
 

@@ -100,6 +100,36 @@ pub fn new_id() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The largest request body the app takes (openapi.yaml): bodies over it are
+/// refused with 413 `payload-too-large` by the app itself, whoever runs it
+/// (`spin up` has no body cap of its own), in the words `mneme up` uses.
+pub const BODY_LIMIT: usize = 4 << 20;
+
+/// What a request body of `seen` bytes so far (or declared by its
+/// `Content-Length`) gets, for an endpoint that takes at most `max` bytes:
+/// nothing yet, the 413 over [`BODY_LIMIT`], or the endpoint's own 400
+/// `body-too-large` once the whole body is known to be over `max`.
+pub fn body_verdict(seen: u64, max: usize, complete: bool) -> Result<(), ApiError> {
+    if seen > BODY_LIMIT as u64 {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            format!("the request body is over the {BODY_LIMIT}-byte limit"),
+        ));
+    }
+    if complete && seen > max as u64 {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "body-too-large", format!("the body is over {max} bytes")));
+    }
+    Ok(())
+}
+
+/// The 413 for a request whose `Content-Length` is over [`BODY_LIMIT`],
+/// answered before its body is read.
+pub fn refuse_declared_body(headers: &HeaderMap) -> Result<(), ApiError> {
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    body_verdict(declared.unwrap_or(0), BODY_LIMIT, false)
+}
+
 /// Parses a JSON request body into `T`, with the 400 a caller can act on:
 /// `invalid-utf8`, `invalid-json` (with serde's line and column; nesting
 /// deeper than 128 is refused by the parser) or `invalid` (the right JSON
@@ -261,6 +291,25 @@ pub fn request_clock(headers: &HeaderMap, test_clock_enabled: bool) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn body_limits_answer_413_over_the_app_limit_and_400_over_the_endpoints() {
+        let limit = BODY_LIMIT as u64;
+        assert!(body_verdict(1000, 1000, true).is_ok());
+        assert_eq!(body_verdict(1001, 1000, false), Ok(()), "an endpoint's limit waits for the whole body");
+        assert_eq!(body_verdict(1001, 1000, true).unwrap_err().code, "body-too-large");
+        assert_eq!(body_verdict(1001, 1000, true).unwrap_err().status, StatusCode::BAD_REQUEST);
+        assert!(body_verdict(limit, BODY_LIMIT, true).is_ok());
+        let e = body_verdict(limit + 1, 1000, false).unwrap_err();
+        assert_eq!((e.status, e.code.as_str()), (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large"));
+        assert_eq!(e.message, "the request body is over the 4194304-byte limit", "the runner's words");
+        let mut h = HeaderMap::new();
+        assert!(refuse_declared_body(&h).is_ok());
+        h.insert(header::CONTENT_LENGTH, "4194305".parse().unwrap());
+        assert_eq!(refuse_declared_body(&h).unwrap_err().status, StatusCode::PAYLOAD_TOO_LARGE);
+        h.insert(header::CONTENT_LENGTH, "4194304".parse().unwrap());
+        assert!(refuse_declared_body(&h).is_ok());
+    }
 
     #[test]
     fn header_tokens_are_checked_like_bearers() {

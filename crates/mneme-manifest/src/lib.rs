@@ -9,4 +9,5 @@ pub mod manifest;
 pub mod outbound;
 pub mod routes;
 pub mod runtime_config;
+pub mod schedule;
 pub mod variables;

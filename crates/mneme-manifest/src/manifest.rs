@@ -154,11 +154,28 @@ pub fn load(path: &Path) -> Result<Manifest> {
 }
 
 pub fn is_snake_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && !s.ends_with('_')
-        && !s.contains("__")
+    variable_name_problem(s).is_none()
+}
+
+/// Why `key` is not a variable name, in Spin's words and in the order Spin
+/// checks (`crates/expressions`, `Key::validate`); `None` when it is one.
+pub fn variable_name_problem(key: &str) -> Option<String> {
+    let bad = key.chars().find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'));
+    Some(if key.is_empty() {
+        "must not be empty".to_string()
+    } else if let Some(c) = bad {
+        format!(
+            "invalid character {c:?}. Variable names may contain only lower-case letters, numbers, and underscores."
+        )
+    } else if !key.starts_with(|c: char| c.is_ascii_lowercase()) {
+        "must start with a lowercase ASCII letter".to_string()
+    } else if !key.ends_with(|c: char| c.is_ascii_alphanumeric()) {
+        "must end with a lowercase ASCII letter or digit".to_string()
+    } else if key.contains("__") {
+        "must not contain multiple consecutive underscores".to_string()
+    } else {
+        return None;
+    })
 }
 
 fn is_component_id(s: &str) -> bool {
@@ -416,6 +433,29 @@ pub fn parse_schedule(expr: &str) -> Result<cron::Schedule> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variable_names_are_judged_in_spins_words_and_order() {
+        let cases = [
+            ("api_key", None),
+            ("k2", None),
+            ("", Some("must not be empty")),
+            (
+                "Bad-Name",
+                Some(
+                    "invalid character 'B'. Variable names may contain only lower-case letters, numbers, and underscores.",
+                ),
+            ),
+            ("2fa", Some("must start with a lowercase ASCII letter")),
+            ("_x", Some("must start with a lowercase ASCII letter")),
+            ("x_", Some("must end with a lowercase ASCII letter or digit")),
+            ("a__b", Some("must not contain multiple consecutive underscores")),
+        ];
+        for (key, want) in cases {
+            assert_eq!(variable_name_problem(key).as_deref(), want, "{key:?}");
+            assert_eq!(is_snake_name(key), want.is_none(), "{key:?}");
+        }
+    }
 
     const BASE: &str = r#"
 spin_manifest_version = 2

@@ -114,10 +114,32 @@ impl AllowedHosts {
     }
 }
 
-/// Logs a refused connection, as Spin does, so a missing
-/// `allowed_outbound_hosts` entry is easy to find.
-pub fn log_denied(component: &str, destination: &str) {
-    eprintln!("component {component}: outbound network destination not allowed: {destination}");
+/// Logs a refused connection in Spin's words (`crates/runtime-factors`),
+/// so a missing `allowed_outbound_hosts` entry is easy to find; `pattern`
+/// is `scheme://authority`.
+pub fn log_denied(pattern: &str) {
+    eprintln!(
+        "Warning: A component tried to make an outbound network connection to disallowed destination '{pattern}'.\n\
+         To allow this request, add 'allowed_outbound_hosts = [\"{pattern}\"]' to the manifest component section."
+    );
+}
+
+/// The refusal text of Spin's deny adapter (`crates/capabilities/deny-adapter`)
+/// for an interface a dependency does not inherit.
+pub fn not_permitted(iface: &str) -> String {
+    format!("{iface:?} is not permitted")
+}
+
+/// `scheme://authority` of a URL, as Spin names a refused destination; the
+/// URL itself when it does not parse.
+pub fn destination_pattern(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) if u.host_str().is_some() => {
+            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+            format!("{}://{}{port}", u.scheme(), u.host_str().unwrap_or_default())
+        }
+        _ => url.to_string(),
+    }
 }
 
 fn port_num(entry: &str, p: &str) -> Result<u16> {

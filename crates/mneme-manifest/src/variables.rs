@@ -18,15 +18,38 @@ pub struct AppVariables {
 }
 
 impl AppVariables {
+    /// Resolves every application variable from the environment provider
+    /// (`SPIN_VARIABLE_<NAME>`, looked up through `env`) and the defaults.
     pub fn resolve(defs: &BTreeMap<String, VariableDef>, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        Self::resolve_with(defs, &HashMap::new(), env)
+    }
+
+    /// As [`Self::resolve`], with `spin up --variable` values first: Spin
+    /// consults them before every other provider (`crates/runtime-factors`).
+    /// A required variable no provider resolves stops the app, in Spin's
+    /// words (`crates/expressions`), with the names to set.
+    pub fn resolve_with(
+        defs: &BTreeMap<String, VariableDef>,
+        cli: &HashMap<String, String>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self> {
         let mut values = HashMap::new();
+        let mut unresolved = Vec::new();
         for (name, def) in defs {
-            let from_env = env(&format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()));
-            let value = from_env.or_else(|| def.default.clone());
+            let value = cli.get(name).cloned().or_else(|| env(&env_name(name))).or_else(|| def.default.clone());
             if def.required && value.is_none() {
-                bail!("variable `{name}` is required; set SPIN_VARIABLE_{}", name.to_ascii_uppercase());
+                unresolved.push(name.as_str());
             }
             values.insert(name.clone(), value);
+        }
+        if !unresolved.is_empty() {
+            let hint: Vec<String> = unresolved.iter().map(|n| env_name(n)).collect();
+            bail!(
+                "provider error: no provider resolved required variable(s): {unresolved:?}\n\
+                 (set {} in the environment, or pass --variable {}=VALUE)",
+                hint.join(", "),
+                unresolved[0]
+            );
         }
         Ok(Self { values })
     }
@@ -71,6 +94,11 @@ impl AppVariables {
     }
 }
 
+/// The environment variable Spin's env provider reads for `name`.
+pub fn env_name(name: &str) -> String {
+    format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,9 +119,29 @@ mod tests {
     }
 
     #[test]
-    fn required_without_value_fails_with_the_env_name() {
-        let err = AppVariables::resolve(&defs(&[("api_key", None, true)]), &|_| None).unwrap_err();
-        assert!(err.to_string().contains("SPIN_VARIABLE_API_KEY"));
+    fn required_without_value_fails_in_spins_words_with_the_env_name() {
+        let err = AppVariables::resolve(&defs(&[("api_key", None, true), ("b", None, true)]), &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(r#"provider error: no provider resolved required variable(s): ["api_key", "b"]"#),
+            "{err}"
+        );
+        assert!(err.contains("SPIN_VARIABLE_API_KEY"), "{err}");
+    }
+
+    #[test]
+    fn command_line_values_come_before_the_environment() {
+        let env = |k: &str| (k == "SPIN_VARIABLE_PG_URL").then(|| "from-env".to_string());
+        let cli = HashMap::from([("pg_url".to_string(), "from-cli".to_string())]);
+        let d = defs(&[("pg_url", Some("dflt"), false), ("api_key", None, true)]);
+        let cli_key =
+            HashMap::from([("api_key".to_string(), "k".to_string()), ("pg_url".to_string(), "c".to_string())]);
+        assert!(AppVariables::resolve_with(&d, &cli, &env).is_err(), "api_key is still missing");
+        let v = AppVariables::resolve_with(&d, &cli_key, &env).unwrap();
+        assert_eq!((v.get("pg_url"), v.get("api_key")), (Some("c"), Some("k")));
+        let v = AppVariables::resolve_with(&defs(&[("pg_url", Some("dflt"), false)]), &cli, &env).unwrap();
+        assert_eq!(v.get("pg_url"), Some("from-cli"));
     }
 
     #[test]

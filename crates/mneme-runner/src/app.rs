@@ -49,6 +49,12 @@ pub struct LoadOptions {
     pub runtime_config: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub limits: Limits,
+    /// `--variable` values, consulted before every other provider.
+    pub variables: HashMap<String, String>,
+    /// The working directory's `.env`, behind the process environment.
+    pub dotenv: HashMap<String, String>,
+    /// `--env` pairs, given to every component.
+    pub env: Vec<(String, String)>,
 }
 
 /// The engine, with Spin's pooling limits and the environment variables
@@ -106,7 +112,11 @@ impl App {
         let manifest = crate::manifest::load(&opts.manifest)?;
         let state_dir = opts.state_dir.clone().unwrap_or_else(|| manifest.dir.join(".spin"));
         let runtime = RuntimeConfig::load(opts.runtime_config.as_deref(), &state_dir)?;
-        let variables = AppVariables::resolve(&manifest.variables, &|k| std::env::var(k).ok())?;
+        // Spin's providers in Spin's order: `--variable`, the environment
+        // (with the working directory's `.env` behind it), the defaults.
+        let variables = AppVariables::resolve_with(&manifest.variables, &opts.variables, &|k| {
+            std::env::var(k).ok().or_else(|| opts.dotenv.get(k).cloned())
+        })?;
         let router = Router::new(&manifest.http_base, &manifest.http)?;
 
         let mut kv = HashMap::new();
@@ -129,23 +139,27 @@ impl App {
                 sqlite.insert(label.clone(), Arc::new(host::sqlite::SqliteDb::new(path)?));
             }
         }
+        // Spin's load-time checks and words (`crates/factor-key-value`,
+        // `crates/factor-sqlite`).
+        let mut undefined_dbs = Vec::new();
         for c in manifest.components.values() {
             for label in &c.def.key_value_stores {
                 if !runtime.kv.contains_key(label) {
-                    bail!(
-                        "component `{}` uses key-value store `{label}`, which the runtime config does not define",
-                        c.id
-                    );
+                    bail!("unknown key_value_stores label {label:?} for component {:?}", c.id);
                 }
             }
-            for label in &c.def.sqlite_databases {
-                if !runtime.sqlite.contains_key(label) {
-                    bail!(
-                        "component `{}` uses SQLite database `{label}`, which the runtime config does not define",
-                        c.id
-                    );
-                }
+            for label in c.def.sqlite_databases.iter().filter(|l| !runtime.sqlite.contains_key(*l)) {
+                undefined_dbs.push(format!("- Component {} uses database '{label}'", c.id));
             }
+        }
+        if !undefined_dbs.is_empty() {
+            bail!(
+                "One or more components use SQLite databases which are not defined.\n\
+                 Check the spelling, or pass a runtime configuration file that defines these stores.\n\
+                 See https://spinframework.dev/dynamic-configuration#sqlite-storage-runtime-configuration\n\
+                 Details:\n{}",
+                undefined_dbs.join("\n")
+            );
         }
         let services = Arc::new(Services {
             kv,
@@ -193,7 +207,9 @@ impl App {
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("component `{id}` must export wasi:http/handler@0.3.0"))?;
             let caps = Arc::new(capabilities(c, &variables)?);
-            let env = c.def.environment.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            // `--env` pairs come after the manifest's, as `spin up` appends them.
+            let env =
+                c.def.environment.iter().map(|(k, v)| (k.clone(), v.clone())).chain(opts.env.iter().cloned()).collect();
             let files = file_mounts(&manifest.dir, &c.def.files)?;
             // Without a static count (a component that instantiates modules
             // at run time), assume the per-component maximum.
@@ -303,18 +319,14 @@ pub enum CallError {
 #[derive(Debug, Clone, Copy)]
 pub struct Instantiation(pub Option<Duration>);
 
-/// Where local models live: Spin's `<state-dir>/ai-models` when it holds the
-/// model, else `$MNEME_MODELS_DIR`, else `~/.cache/mneme/ai-models` (where
-/// `scripts/install.sh` puts the weights).
+/// Where local models live: where Spin reads them, `<state-dir>/ai-models`
+/// (`scripts/install.sh` links the weights there), unless
+/// `$MNEME_MODELS_DIR` names another directory.
 fn models_dir(state_dir: &Path) -> PathBuf {
-    let spin = state_dir.join("ai-models");
-    if spin.join(host::llm::EMBEDDING_MODEL).is_dir() {
-        return spin;
+    match std::env::var_os("MNEME_MODELS_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => state_dir.join("ai-models"),
     }
-    if let Some(dir) = std::env::var_os("MNEME_MODELS_DIR") {
-        return PathBuf::from(dir);
-    }
-    std::env::var_os("HOME").map_or(spin, |h| PathBuf::from(h).join(".cache/mneme/ai-models"))
 }
 
 fn compose_component(manifest: &Manifest, c: &ManifestComponent) -> Result<Vec<u8>> {

@@ -1,21 +1,71 @@
-//! The cron trigger. Entries use spin-trigger-cron's syntax (`component`,
-//! `cron_expression` with a leading seconds field) and name a `path` that
-//! the component serves over HTTP: a scheduled job is an authenticated
-//! `POST` to that tick endpoint, dispatched in-process, so jobs run as async
-//! code (a sync cron export that waits on Postgres traps under WASI 0.3).
-//! Entries marked `at_startup` run once, and must succeed, before serving.
+//! The scheduler: one for `mneme up` and `mneme cron` (#24). Entries use
+//! spin-trigger-cron's syntax (`component`, `cron_expression` with a
+//! leading seconds field) and name a `path` that the component serves over
+//! HTTP: a scheduled job is an authenticated `POST` to that tick endpoint.
+//! `mneme up` dispatches it in-process (so jobs run as async code: a sync
+//! cron export that waits on Postgres traps under WASI 0.3); `mneme cron`
+//! sends it to any deployment's URL, for an app served by `spin up` or
+//! SpinKube. Runs are spread by a little jitter, a failing job backs off
+//! (`mneme_manifest::schedule`), and every outcome is logged. Entries marked
+//! `at_startup` run once before the rest: under `mneme up` they must
+//! succeed before it serves; `mneme cron` retries them until they do.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use chrono::Utc;
 
 use crate::app::App;
 use crate::manifest::{CronTrigger, parse_schedule};
+use mneme_manifest::schedule;
 
-/// Runs one tick of `job`; returns the HTTP status and body.
-pub async fn tick(app: &Arc<App>, job: &CronTrigger) -> Result<(u16, String)> {
+/// Where ticks go.
+pub enum Target {
+    /// The app this process serves.
+    InProcess(Arc<App>),
+    /// A deployment at `base` (`http://host:port`), called with `token`.
+    Remote { base: String, token: Option<String>, agent: ureq::Agent },
+}
+
+/// How long a remote tick may take (the longest job, a consolidation
+/// drain, stays well inside it).
+const REMOTE_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Target {
+    pub fn remote(base: &str, token: Option<String>) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(REMOTE_TIMEOUT))
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        Self::Remote { base: base.trim_end_matches('/').to_string(), token, agent }
+    }
+
+    /// Runs one tick of `job`; returns the HTTP status and body.
+    pub async fn tick(&self, job: &CronTrigger) -> Result<(u16, String)> {
+        match self {
+            Self::InProcess(app) => in_process(app, job).await,
+            Self::Remote { base, token, agent } => {
+                let (url, token, agent) = (format!("{base}{}", job.path), token.clone(), agent.clone());
+                tokio::task::spawn_blocking(move || {
+                    let mut req = agent.post(&url);
+                    if let Some(t) = &token {
+                        req = req.header("authorization", &format!("Bearer {t}"));
+                    }
+                    let mut resp = req.send_empty().with_context(|| format!("POST {url}"))?;
+                    let status = resp.status().as_u16();
+                    let body = resp.body_mut().read_to_string().unwrap_or_default();
+                    Ok((status, body))
+                })
+                .await?
+            }
+        }
+    }
+}
+
+async fn in_process(app: &Arc<App>, job: &CronTrigger) -> Result<(u16, String)> {
     let mut req = http::Request::post(&job.path).header(http::header::HOST, "localhost");
     if let Some(var) = &app.manifest.cron_token_variable
         && let Some(token) = app.variables.get(var)
@@ -30,11 +80,11 @@ pub async fn tick(app: &Arc<App>, job: &CronTrigger) -> Result<(u16, String)> {
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
-/// Runs the `at_startup` jobs once; any failure stops the app.
-pub async fn run_startup(app: &Arc<App>) -> Result<()> {
-    for job in app.manifest.cron.iter().filter(|j| j.at_startup) {
-        let (status, body) = tick(app, job).await?;
-        if status != 200 {
+/// Runs the `at_startup` jobs once; any failure stops `mneme up`.
+pub async fn run_startup(target: &Target, jobs: &[CronTrigger]) -> Result<()> {
+    for job in jobs.iter().filter(|j| j.at_startup) {
+        let (status, body) = target.tick(job).await?;
+        if !schedule::succeeded(status) {
             bail!("startup job {} answered {status}: {body}", job.path);
         }
         eprintln!("startup job {}: {body}", job.path);
@@ -42,29 +92,88 @@ pub async fn run_startup(app: &Arc<App>) -> Result<()> {
     Ok(())
 }
 
-/// Spawns one task per cron entry.
-pub fn spawn_all(app: &Arc<App>) -> Result<()> {
-    for job in app.manifest.cron.clone() {
-        let schedule = parse_schedule(&job.cron_expression)?;
-        let app = app.clone();
-        tokio::spawn(async move {
-            for next in schedule.upcoming(Utc) {
-                let wait = (next - Utc::now()).to_std().unwrap_or_default();
-                tokio::time::sleep(wait).await;
-                let started = std::time::Instant::now();
-                match tick(&app, &job).await {
-                    Ok((status, _)) => eprintln!(
-                        "cron {} {} {status} {:.2}ms",
-                        job.component,
-                        job.path,
-                        started.elapsed().as_secs_f64() * 1e3
-                    ),
-                    Err(e) => eprintln!("cron {} {} failed: {e:#}", job.component, job.path),
+/// Runs the `at_startup` jobs once each, retrying a failure (the
+/// deployment may still be starting) with the backoff of a 1 s job.
+pub async fn run_startup_until_done(target: &Target, jobs: &[CronTrigger]) {
+    for job in jobs.iter().filter(|j| j.at_startup) {
+        let mut failures = 0;
+        loop {
+            match target.tick(job).await {
+                Ok((status, body)) if schedule::succeeded(status) => {
+                    eprintln!("startup job {}: {body}", job.path);
+                    break;
+                }
+                outcome => {
+                    failures += 1;
+                    let wait = schedule::backoff(failures, Duration::from_secs(1)).min(Duration::from_secs(30));
+                    eprintln!("startup job {} {}; retrying in {} s", job.path, describe(&outcome), wait.as_secs());
+                    tokio::time::sleep(wait).await;
                 }
             }
-        });
+        }
+    }
+}
+
+fn describe(outcome: &Result<(u16, String)>) -> String {
+    match outcome {
+        Ok((status, body)) => format!("answered {status}: {}", body.chars().take(200).collect::<String>()),
+        Err(e) => format!("failed: {e:#}"),
+    }
+}
+
+/// Spawns one task per entry.
+pub fn spawn_all(target: Arc<Target>, jobs: &[CronTrigger]) -> Result<()> {
+    for job in jobs.iter().cloned() {
+        let schedule = parse_schedule(&job.cron_expression)?;
+        let target = target.clone();
+        tokio::spawn(async move { run_job(&target, &job, &schedule).await });
     }
     Ok(())
+}
+
+/// The time between two runs of `schedule` from now (a day for a daily
+/// job, a second for `* * * * * *`).
+fn interval(schedule: &cron::Schedule) -> Duration {
+    let mut it = schedule.upcoming(Utc);
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) => (b - a).to_std().unwrap_or(Duration::from_secs(1)),
+        _ => Duration::from_secs(3600),
+    }
+}
+
+async fn run_job(target: &Target, job: &CronTrigger, schedule: &cron::Schedule) {
+    let every = interval(schedule);
+    let mut failures = 0u32;
+    let mut held_until: Option<Instant> = None;
+    for next in schedule.upcoming(Utc) {
+        let wait = (next - Utc::now()).to_std().unwrap_or_default() + schedule::jitter(every, rand::random());
+        tokio::time::sleep(wait).await;
+        if held_until.is_some_and(|t| Instant::now() < t) {
+            continue;
+        }
+        let started = Instant::now();
+        let outcome = target.tick(job).await;
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        match &outcome {
+            Ok((status, _)) if schedule::succeeded(*status) => {
+                failures = 0;
+                held_until = None;
+                eprintln!("cron {} {} {status} {ms:.2}ms", job.component, job.path);
+            }
+            _ => {
+                failures = failures.saturating_add(1);
+                let back = schedule::backoff(failures, every);
+                held_until = Some(Instant::now() + back);
+                eprintln!(
+                    "cron {} {} {} after {ms:.2}ms; {failures} in a row, next try in {} s or later",
+                    job.component,
+                    job.path,
+                    describe(&outcome),
+                    back.as_secs()
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -80,12 +189,9 @@ mod tests {
     }
 
     #[test]
-    fn upcoming_times_follow_the_expression() {
-        let s = parse_schedule("*/10 * * * * *").unwrap();
-        let mut it = s.upcoming(Utc);
-        let a = it.next().unwrap();
-        let b = it.next().unwrap();
-        assert_eq!((b - a).num_seconds(), 10);
-        assert_eq!(a.timestamp() % 10, 0);
+    fn intervals_follow_the_expression() {
+        assert_eq!(interval(&parse_schedule("*/10 * * * * *").unwrap()), Duration::from_secs(10));
+        assert_eq!(interval(&parse_schedule("0 */10 * * * *").unwrap()), Duration::from_secs(600));
+        assert_eq!(interval(&parse_schedule("0 0 3 * * *").unwrap()), Duration::from_secs(86_400));
     }
 }

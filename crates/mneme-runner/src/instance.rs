@@ -117,7 +117,7 @@ impl Data {
     }
 }
 
-/// Refuses every outbound request.
+/// Refuses every outbound request, as Spin's deny adapter does.
 pub(crate) struct DenyAllHttp;
 
 impl WasiHttpHooks for DenyAllHttp {
@@ -127,7 +127,9 @@ impl WasiHttpHooks for DenyAllHttp {
         _options: Option<wasmtime_wasi_http::p3::RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), ErrorCode>> + Send>,
     ) -> SendFuture {
-        Box::new(async { Err(ErrorCode::HttpRequestDenied.into()) })
+        Box::new(async {
+            Err(ErrorCode::InternalError(Some(crate::outbound::not_permitted("wasi:http/client"))).into())
+        })
     }
 }
 
@@ -173,10 +175,10 @@ impl WasiHttpHooks for OutboundHttp {
         let host = uri.host().unwrap_or_default().to_string();
         let port = uri.port_u16().or_else(|| crate::outbound::default_port(&scheme)).unwrap_or(0);
         let allowed = self.caps.allowed_hosts.allows(&scheme, &host, port);
-        let component = self.caps.component.clone();
+        let authority = format!("{scheme}://{}", uri.authority().map_or(host.as_str(), |a| a.as_str()));
         Box::new(async move {
             if !allowed {
-                crate::outbound::log_denied(&component, &format!("{scheme}://{host}:{port}"));
+                crate::outbound::log_denied(&authority);
                 return Err(ErrorCode::HttpRequestDenied.into());
             }
             let (res, io) = wasmtime_wasi_http::p3::default_send_request(request, options).await?;

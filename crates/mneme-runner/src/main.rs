@@ -7,6 +7,7 @@
 
 mod app;
 mod budget;
+mod cli;
 mod compose;
 mod conn;
 mod cron;
@@ -37,12 +38,25 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the application (the flags of `spin up`).
-    Up(UpArgs),
+    Up(Box<cli::UpArgs>),
     /// Build every component with its `[component.<id>.build]` command.
     Build {
-        /// The application manifest.
-        #[arg(short = 'f', long = "from", default_value = "spin.toml")]
-        from: PathBuf,
+        /// The application manifest, or a directory holding spin.toml.
+        #[arg(short = 'f', long = "from")]
+        from: Option<String>,
+    },
+    /// Run the application's schedules (`[application.tool.mneme]` in
+    /// spin.toml) against a deployment: each job is a POST to its tick
+    /// endpoint with the cron token, which comes from the environment as
+    /// the app's own does (`SPIN_VARIABLE_CRON_TOKEN`, or `./.env`). This is
+    /// the scheduler `mneme up` runs in-process; use it beside `spin up`.
+    Cron {
+        /// The deployment's address, for example http://127.0.0.1:3000.
+        #[arg(long)]
+        url: String,
+        /// The application manifest, or a directory holding spin.toml.
+        #[arg(short = 'f', long = "from")]
+        from: Option<String>,
     },
     /// Sync the vault (knowledge entries and rx artifacts) with a local
     /// folder that opens as an Obsidian vault. The API key comes from
@@ -70,87 +84,19 @@ struct VaultArgs {
     url: Option<String>,
 }
 
-#[derive(clap::Args)]
-struct UpArgs {
-    /// The application manifest.
-    #[arg(short = 'f', long = "from", default_value = "spin.toml")]
-    from: PathBuf,
-    /// The address to serve on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:3000")]
-    listen: String,
-    /// The runtime configuration file.
-    #[arg(long = "runtime-config-file")]
-    runtime_config_file: Option<PathBuf>,
-    /// Where stores and caches live (default: `.spin` beside the manifest).
-    #[arg(long = "state-dir")]
-    state_dir: Option<PathBuf>,
-    /// Largest request body accepted, in bytes.
-    #[arg(long, default_value_t = 4 << 20)]
-    max_body_bytes: usize,
-    /// Memory cap of one request's instance, in MiB.
-    #[arg(long, default_value_t = 256)]
-    max_memory_mb: usize,
-    /// Time limit of one request (`s`, `ms`, `us` or `ns`; a bare number
-    /// is seconds; `a..b` draws per instance). Spin's flag; its default here
-    /// is 420 s, above `/chat`'s own 360 s, so a long ACT loop ends its stream
-    /// itself (D-F12).
-    #[arg(long, default_value = "420s", value_parser = parse_duration_range)]
-    request_timeout: instance::Range<Duration>,
-    /// Most requests one instance serves before it is dropped (Spin's flag
-    /// and default; `a..b` draws per instance).
-    #[arg(long, default_value = "128", value_parser = parse_usize_range)]
-    max_instance_reuse_count: instance::Range<usize>,
-    /// Most requests one instance serves at once (Spin's flag and default).
-    #[arg(long, default_value = "16", value_parser = parse_usize_range)]
-    max_instance_concurrent_reuse_count: instance::Range<usize>,
-    /// How long an idle instance is kept for reuse (Spin's flag and default).
-    #[arg(long, default_value = "1s", value_parser = parse_duration_range)]
-    idle_instance_timeout: instance::Range<Duration>,
-}
-
-/// Spin's range syntax: `N` or `A..B`.
-fn parse_range<T>(s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<instance::Range<T>, String> {
-    match s.split_once("..") {
-        Some((a, b)) => Ok(instance::Range::Bounds(one(a)?, one(b)?)),
-        None => Ok(instance::Range::Value(one(s)?)),
-    }
-}
-
-fn parse_usize_range(s: &str) -> Result<instance::Range<usize>, String> {
-    parse_range(s, |v| v.parse::<usize>().map_err(|e| format!("expected integer or range; got {s:?}; {e}")))
-}
-
-/// A duration as `spin up` reads one: a bare number is seconds, else a
-/// number suffixed by `s`, `ms`, `us`, `μs` or `ns`.
-fn parse_duration(v: &str) -> Result<Duration, String> {
-    let bad = || format!("expected integer suffixed by `s`, `ms`, `us`, `μs`, or `ns`; got {v:?}");
-    if let Ok(n) = v.parse::<u64>() {
-        return Ok(Duration::from_secs(n));
-    }
-    let (num, unit): (&str, fn(u64) -> Duration) = if let Some(n) = v.strip_suffix("ms") {
-        (n, Duration::from_millis)
-    } else if let Some(n) = v.strip_suffix("us").or_else(|| v.strip_suffix("μs")) {
-        (n, Duration::from_micros)
-    } else if let Some(n) = v.strip_suffix("ns") {
-        (n, Duration::from_nanos)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, Duration::from_secs)
-    } else {
-        return Err(bad());
-    };
-    num.parse::<u64>().map(unit).map_err(|_| bad())
-}
-
-fn parse_duration_range(s: &str) -> Result<instance::Range<Duration>, String> {
-    parse_range(s, parse_duration)
-}
-
 fn main() -> Result<()> {
     cap_malloc_arenas();
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "up") {
+        cli::refuse_unsupported_spin_flags(&args[2..])?;
+    }
     let cli = Cli::parse();
     match cli.command {
-        Command::Up(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(up(args)),
-        Command::Build { from } => build(&from),
+        Command::Up(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(up(*args)),
+        Command::Build { from } => build(&cli::manifest_path(from.as_deref(), &std::env::current_dir()?)?),
+        Command::Cron { url, from } => {
+            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(cron_only(&url, from.as_deref()))
+        }
         Command::Vault(VaultCommand::Pull(a)) => {
             let report = vault::pull(&vault::Remote::from_env(a.url)?, &a.dir, &Default::default())?;
             vault::print_pull(&report);
@@ -167,11 +113,12 @@ fn main() -> Result<()> {
     }
 }
 
-async fn up(args: UpArgs) -> Result<()> {
+async fn up(args: cli::UpArgs) -> Result<()> {
     let started = std::time::Instant::now();
+    let cwd = std::env::current_dir()?;
     let limits = instance::Limits {
-        memory_bytes: args.max_memory_mb << 20,
-        max_body_bytes: args.max_body_bytes,
+        memory_bytes: args.max_instance_memory,
+        max_body_bytes: args.mneme_max_body_bytes,
         reuse: instance::Reuse {
             max_requests: args.max_instance_reuse_count,
             max_concurrent: args.max_instance_concurrent_reuse_count,
@@ -181,10 +128,13 @@ async fn up(args: UpArgs) -> Result<()> {
     };
     let app = Arc::new(
         app::App::load(app::LoadOptions {
-            manifest: args.from.clone(),
+            manifest: cli::manifest_path(args.from.as_deref(), &cwd)?,
             runtime_config: args.runtime_config_file.clone(),
-            state_dir: args.state_dir.clone(),
+            state_dir: cli::state_dir(args.state_dir.as_deref()),
             limits,
+            variables: cli::cli_variables(&args.variable, &cwd)?,
+            dotenv: cli::dotenv(&cwd.join(".env"))?,
+            env: args.env.clone(),
         })
         .await?,
     );
@@ -197,11 +147,12 @@ async fn up(args: UpArgs) -> Result<()> {
         }
     });
     std::thread::spawn(give_back_freed_memory);
-    cron::run_startup(&app).await?;
+    let ticks = Arc::new(cron::Target::InProcess(app.clone()));
+    cron::run_startup(&ticks, &app.manifest.cron).await?;
     let listener =
         tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    cron::spawn_all(&app)?;
+    cron::spawn_all(ticks, &app.manifest.cron)?;
     println!("Ready in {} ms", started.elapsed().as_millis());
     println!("Serving http://{addr}");
     println!("Available Routes:");
@@ -209,6 +160,30 @@ async fn up(args: UpArgs) -> Result<()> {
         println!("  {}: http://{addr}{}", t.component, t.route);
     }
     server::serve(app, listener, shutdown_signal()).await
+}
+
+/// `mneme cron`: the schedules of the manifest, sent to `url` until the
+/// process is stopped.
+async fn cron_only(url: &str, from: Option<&str>) -> Result<()> {
+    let cwd = std::env::current_dir()?;
+    let m = manifest::load(&cli::manifest_path(from, &cwd)?)?;
+    if m.cron.is_empty() {
+        bail!("{} has no schedules ([[application.tool.mneme.cron]])", m.dir.join("spin.toml").display());
+    }
+    let dotenv = cli::dotenv(&cwd.join(".env"))?;
+    let token = m.cron_token_variable.as_deref().and_then(|v| {
+        let name = variables::env_name(v);
+        std::env::var(&name).ok().or_else(|| dotenv.get(&name).cloned()).filter(|t| !t.is_empty())
+    });
+    if let (Some(v), None) = (&m.cron_token_variable, &token) {
+        bail!("the cron token is not set: put the app's `{v}` in {}", variables::env_name(v));
+    }
+    eprintln!("mneme cron: {} schedules of {} against {url}", m.cron.len(), m.name);
+    let target = Arc::new(cron::Target::remote(url, token));
+    cron::run_startup_until_done(&target, &m.cron).await;
+    cron::spawn_all(target, &m.cron)?;
+    shutdown_signal().await;
+    Ok(())
 }
 
 /// Two malloc arenas, unless `MALLOC_ARENA_MAX` says otherwise. glibc gives

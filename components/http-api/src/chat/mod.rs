@@ -14,19 +14,18 @@ use futures::channel::mpsc;
 use mneme_http::{new_id, sse};
 use serde_json::json;
 use spin_sdk::http::Request;
-use spin_sdk::http::body::IncomingBodyExt;
 
 use crate::{Reply, err, reply};
 use flow::pipeline;
 use mneme_entry::clock;
-use request::{bad, validate};
+use request::validate;
 use stream::{Frame, Out, writer};
 
 pub async fn handle(req: Request) -> Reply {
     let now = clock::request_ms(req.headers()).await;
-    let bytes = match req.into_body().bytes().await {
+    let bytes = match crate::body::read(req, request::MAX_BODY_BYTES).await {
         Ok(b) => b,
-        Err(e) => return err(bad("invalid-body", format!("the body could not be read: {e:?}"))),
+        Err(e) => return err(e),
     };
     let msg = match validate(&bytes) {
         Ok(m) => m,

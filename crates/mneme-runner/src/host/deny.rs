@@ -4,8 +4,10 @@
 //! interface renamed to `mneme-deny-…` by the composition
 //! ([`crate::compose`]). Here those names are served by implementations that
 //! refuse every call with the error Spin's adapter gives: key-value and
-//! SQLite `access-denied`, variables `undefined`, Postgres, Redis and the
-//! model `not permitted`, and outbound HTTP `HTTP-request-denied`.
+//! SQLite `access-denied`, variables `undefined(name)`, Postgres and Redis
+//! `other("\"<interface>\" is not permitted")`, the model
+//! `model-not-supported`, and outbound HTTP `internal-error` with the same
+//! text.
 
 use std::collections::HashSet;
 
@@ -18,6 +20,7 @@ use super::spin::{
 };
 use crate::compose::denied_interface;
 use crate::instance::Data;
+use crate::outbound::not_permitted;
 
 /// Marker for the refusing implementations.
 pub struct Denied;
@@ -28,10 +31,6 @@ pub struct DeniedView<'a> {
 
 impl HasData for Denied {
     type Data<'a> = DeniedView<'a>;
-}
-
-fn not_permitted(iface: &str) -> String {
-    format!("\"{iface}\" is not permitted: the dependency does not inherit this capability (see inherit_configuration)")
 }
 
 fn unreachable_call() -> wasmtime::Error {
@@ -338,7 +337,7 @@ impl redis::Host for DeniedView<'_> {}
 // variables
 impl<T> variables::HostWithStore<T> for Denied {
     async fn get(_: &Accessor<T, Self>, name: String) -> wasmtime::Result<Result<String, variables::Error>> {
-        Ok(Err(variables::Error::Undefined(format!("no variable for \"{name}\""))))
+        Ok(Err(variables::Error::Undefined(name)))
     }
 }
 impl variables::Host for DeniedView<'_> {}
@@ -351,13 +350,13 @@ impl llm::Host for DeniedView<'_> {
         _: String,
         _: Option<llm::InferencingParams>,
     ) -> wasmtime::Result<Result<llm::InferencingResult, llm::Error>> {
-        Ok(Err(llm::Error::InvalidInput(not_permitted("fermyon:spin/llm"))))
+        Ok(Err(llm::Error::ModelNotSupported))
     }
     async fn generate_embeddings(
         &mut self,
         _: String,
         _: Vec<String>,
     ) -> wasmtime::Result<Result<llm::EmbeddingsResult, llm::Error>> {
-        Ok(Err(llm::Error::InvalidInput(not_permitted("fermyon:spin/llm"))))
+        Ok(Err(llm::Error::ModelNotSupported))
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! `generate-embeddings` with `all-minilm-l6-v2` runs natively
 //! (`mneme-minilm`) on the weights in Spin's local model layout,
-//! `.spin/ai-models/all-minilm-l6-v2/{model.safetensors,tokenizer.json,config.json}`;
+//! `<state-dir>/ai-models/all-minilm-l6-v2/{model.safetensors,tokenizer.json,config.json}`;
 //! the model loads once, on first use, and sentences are mean-pooled and
 //! L2-normalised as sentence-transformers does.
 //!
@@ -103,7 +103,7 @@ impl Llm {
                 let dir = self.models_dir.join(EMBEDDING_MODEL);
                 Embedder::load(&dir).map(Arc::new).map_err(|e| {
                     format!(
-                        "embedding model not available in {}: {e:#} (run scripts/up.sh to install it)",
+                        "embedding model not available in {}: {e:#} (scripts/install.sh installs it there)",
                         dir.display()
                     )
                 })

@@ -51,8 +51,7 @@ impl PgPools {
         if let Some(p) = pools.get(address) {
             return Ok(p.clone());
         }
-        let config = tokio_postgres::Config::from_str(address)
-            .map_err(|e| Error::ConnectionFailed(format!("invalid address: {e}")))?;
+        let config = tokio_postgres::Config::from_str(address).map_err(|e| Error::ConnectionFailed(e.to_string()))?;
         if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
             return Err(Error::ConnectionFailed(
                 "sslmode=require is not supported by the mneme runner; use sslmode=disable on a trusted network".into(),
@@ -90,22 +89,25 @@ impl PgPools {
     }
 }
 
-/// Checks the address against `allowed_outbound_hosts`.
+/// Checks the address against `allowed_outbound_hosts`, refusing in Spin's
+/// words (`crates/factor-outbound-pg`, `ensure_address_allowed`): a host is
+/// named with the port at its index, or the only port given, or none.
 fn allowed(v: &SpinView<'_>, address: &str) -> Result<(), Error> {
-    let config = tokio_postgres::Config::from_str(address)
-        .map_err(|e| Error::ConnectionFailed(format!("invalid address: {e}")))?;
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    for host in config.get_hosts() {
+    let config = tokio_postgres::Config::from_str(address).map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+    let ports = config.get_ports();
+    for (i, host) in config.get_hosts().iter().enumerate() {
         let name = match host {
             tokio_postgres::config::Host::Tcp(h) => h.clone(),
             #[cfg(unix)]
-            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            tokio_postgres::config::Host::Unix(_) => {
+                return Err(Error::ConnectionFailed("Unix sockets are not supported on WebAssembly".into()));
+            }
         };
-        if !v.ctx.caps.allowed_hosts.allows("postgres", &name, port) {
-            crate::outbound::log_denied(&v.ctx.caps.component, &format!("postgres://{name}:{port}"));
-            return Err(Error::ConnectionFailed(format!(
-                "Outbound network destination not allowed: postgres://{name}:{port}; add it to allowed_outbound_hosts"
-            )));
+        let given = ports.get(i).or(if ports.len() == 1 { ports.first() } else { None });
+        let url = format!("{name}{}", given.map(|p| format!(":{p}")).unwrap_or_default());
+        if !v.ctx.caps.allowed_hosts.allows("postgres", &name, given.copied().unwrap_or(5432)) {
+            crate::outbound::log_denied(&format!("postgres://{url}"));
+            return Err(Error::ConnectionFailed(format!("address postgres://{url} is not permitted")));
         }
     }
     Ok(())

@@ -131,7 +131,7 @@ impl<T> HostConnectionWithStore<T> for Spin {
             if v.ctx.caps.allowed_hosts.allows_url(&address) {
                 Some(v.ctx.services.clone())
             } else {
-                crate::outbound::log_denied(&v.ctx.caps.component, &address);
+                crate::outbound::log_denied(&crate::outbound::destination_pattern(&address));
                 None
             }
         });

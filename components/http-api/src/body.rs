@@ -1,0 +1,30 @@
+//! Reading a request body as it arrives, within the limits the API
+//! documents: the app enforces them itself, so they hold under `spin up`,
+//! which caps no body, as under `mneme up` (#24).
+
+use futures::StreamExt;
+use mneme_http::{ApiError, body_verdict};
+use spin_sdk::http::body::IncomingBodyExt;
+use spin_sdk::http::{Request, StatusCode};
+
+/// The body, of at most `max` bytes. A body over the app's limit is refused
+/// with 413 as soon as its declared length or its bytes so far pass it;
+/// one over `max` gets the endpoint's 400 once it has all arrived (the
+/// bytes past `max` are counted, not kept).
+pub async fn read(req: Request, max: usize) -> Result<Vec<u8>, ApiError> {
+    mneme_http::refuse_declared_body(req.headers())?;
+    let mut stream = req.into_body().stream();
+    let (mut kept, mut seen) = (Vec::new(), 0u64);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid-body", format!("the body could not be read: {e:?}"))
+        })?;
+        seen += chunk.len() as u64;
+        body_verdict(seen, max, false)?;
+        if kept.len() + chunk.len() <= max {
+            kept.extend_from_slice(&chunk);
+        }
+    }
+    body_verdict(seen, max, true)?;
+    Ok(kept)
+}

@@ -95,6 +95,19 @@ macro_rules! runner_only {
     }};
 }
 
+/// A manifest line with its `source = "…"` made absolute against `base`,
+/// so the manifest can be written elsewhere; any other line as it is.
+fn absolute_source(line: &str, base: &Path) -> String {
+    match line.strip_prefix("source = \"") {
+        Some(rest) => format!("source = \"{}\"", base.join(rest.trim_end_matches('"')).display()),
+        None => line.to_string(),
+    }
+}
+
+/// Every scheduled job of the app, as the tick endpoint names them.
+pub const TICK_JOBS: [&str; 10] =
+    ["migrate", "heartbeat", "reminders", "knowledge", "tools", "tasks", "consolidate", "drift", "regulate", "reflect"];
+
 /// A free loopback port, for a runner that is told its port.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -116,10 +129,7 @@ fn as_spin_reads_it(app_dir: &Path, manifest: &str, dir: &Path) -> PathBuf {
         if in_tool {
             continue;
         }
-        out.push(match l.strip_prefix("source = \"") {
-            Some(rest) => format!("source = \"{}\"", base.join(rest.trim_end_matches('"')).display()),
-            None => l.to_string(),
-        });
+        out.push(absolute_source(l, &base));
     }
     let path = dir.join("spin-app.toml");
     std::fs::write(&path, out.join("\n")).unwrap();
@@ -628,15 +638,8 @@ pub fn edited_manifest(dir: &Path, manifest: &str, edit: impl Fn(String) -> Stri
     let root = repo_root();
     let src = root.join(manifest);
     let base = src.parent().unwrap();
-    let text = std::fs::read_to_string(&src).unwrap();
-    let text = text
-        .lines()
-        .map(|l| match l.strip_prefix("source = \"") {
-            Some(rest) => format!("source = \"{}", base.join(rest.trim_end_matches('"')).display()) + "\"",
-            None => l.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text =
+        std::fs::read_to_string(&src).unwrap().lines().map(|l| absolute_source(l, base)).collect::<Vec<_>>().join("\n");
     let path = dir.join(unique("manifest") + ".toml");
     std::fs::write(&path, edit(text)).unwrap();
     path

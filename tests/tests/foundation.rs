@@ -220,19 +220,7 @@ fn mneme_cron_runs_the_schedules_against_a_deployment_and_backs_off() {
     // The app runs no schedules itself, as under `spin up`; `mneme cron`
     // reads them from the manifest and calls the tick endpoints over HTTP.
     let dir = tempfile::tempdir().unwrap();
-    let jobs = [
-        "migrate",
-        "heartbeat",
-        "reminders",
-        "knowledge",
-        "tools",
-        "tasks",
-        "consolidate",
-        "drift",
-        "regulate",
-        "reflect",
-    ];
-    let served = mneme_e2e::without_crons(dir.path(), &jobs);
+    let served = mneme_e2e::without_crons(dir.path(), &mneme_e2e::TICK_JOBS);
     let b = BackendEnv::new(Backend::Embedded);
     let app = App::start(&served, &env(&b));
     let every_second = edited_manifest(dir.path(), "spin.toml", |m| {

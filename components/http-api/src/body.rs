@@ -8,11 +8,12 @@ use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Request, StatusCode};
 
 /// The body, of at most `max` bytes. A body over the app's limit is refused
-/// with 413 as soon as its declared length or its bytes so far pass it;
+/// with 413 as soon as its bytes so far pass it (one declared over it never
+/// gets here);
 /// one over `max` gets the endpoint's 400 once it has all arrived (the
 /// bytes past `max` are counted, not kept).
 pub async fn read(req: Request, max: usize) -> Result<Vec<u8>, ApiError> {
-    mneme_http::refuse_declared_body(req.headers())?;
+    // The declared length was checked by `handle` before any route ran.
     let mut stream = req.into_body().stream();
     let (mut kept, mut seen) = (Vec::new(), 0u64);
     while let Some(chunk) = stream.next().await {

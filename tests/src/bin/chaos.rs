@@ -983,18 +983,7 @@ fn rest_answers(app: &App, n: &str, under: &str) {
     );
     let mut worst = (String::new(), Duration::ZERO);
     let mut failed = Vec::new();
-    for job in [
-        "migrate",
-        "heartbeat",
-        "reminders",
-        "knowledge",
-        "tools",
-        "tasks",
-        "consolidate",
-        "drift",
-        "regulate",
-        "reflect",
-    ] {
+    for job in mneme_e2e::TICK_JOBS {
         let started = Instant::now();
         let r = app.request("POST", &format!("/tick/{job}"), &[("authorization", CRON_AUTH)], None);
         let took = started.elapsed();

@@ -150,6 +150,14 @@ fn port_num(entry: &str, p: &str) -> Result<u16> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn refused_destinations_and_interfaces_are_named_as_spin_names_them() {
+        assert_eq!(destination_pattern("redis://localhost:6379/0"), "redis://localhost:6379");
+        assert_eq!(destination_pattern("redis://cache"), "redis://cache");
+        assert_eq!(destination_pattern("not a url"), "not a url");
+        assert_eq!(not_permitted("spin:redis/redis"), "\"spin:redis/redis\" is not permitted");
+    }
+
     fn hosts(e: &[&str]) -> AllowedHosts {
         AllowedHosts::parse(&e.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
     }

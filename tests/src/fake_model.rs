@@ -60,6 +60,8 @@ pub struct FakeModel {
     pub script: Arc<Mutex<Script>>,
     pub routes: Routes,
     pub requests: Arc<Mutex<Vec<String>>>,
+    /// The request heads, in the order of `requests`.
+    pub heads: Arc<Mutex<Vec<String>>>,
 }
 
 impl FakeModel {
@@ -69,15 +71,16 @@ impl FakeModel {
         let script = Arc::new(Mutex::new(script));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let routes: Routes = Arc::new(Mutex::new(Vec::new()));
-        let (s, r, ro) = (script.clone(), requests.clone(), routes.clone());
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let (s, r, ro, h) = (script.clone(), requests.clone(), routes.clone(), heads.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().take(1_000_000) {
                 let Ok(stream) = stream else { continue };
-                let (s, r, ro) = (s.clone(), r.clone(), ro.clone());
-                std::thread::spawn(move || serve(stream, &s, &ro, &r));
+                let (s, r, ro, h) = (s.clone(), r.clone(), ro.clone(), h.clone());
+                std::thread::spawn(move || serve(stream, &s, &ro, &r, &h));
             }
         });
-        Self { addr, script, routes, requests }
+        Self { addr, script, routes, requests, heads }
     }
 
     /// Answers requests whose body contains `marker` with `script`.
@@ -104,6 +107,10 @@ impl FakeModel {
     pub fn requests(&self) -> Vec<String> {
         self.requests.lock().unwrap().clone()
     }
+
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
 }
 
 fn serve(
@@ -111,9 +118,15 @@ fn serve(
     script: &Mutex<Script>,
     routes: &Mutex<Vec<(String, Script)>>,
     log: &Mutex<Vec<String>>,
+    heads: &Mutex<Vec<String>>,
 ) {
-    let Some((_, body)) = crate::wire::read_request(&mut s) else { return };
-    log.lock().unwrap().push(body.clone());
+    let Some((head, body)) = crate::wire::read_request(&mut s) else { return };
+    {
+        // One lock order for both logs, so their entries stay in step.
+        let mut log = log.lock().unwrap();
+        heads.lock().unwrap().push(head);
+        log.push(body.clone());
+    }
     let chosen = routes.lock().unwrap().iter().find(|(m, _)| body.contains(m.as_str())).map(|(_, s)| s.clone());
     let Script { reply, delay, status, chunk_delay } = chosen.unwrap_or_else(|| script.lock().unwrap().clone());
     std::thread::sleep(delay);

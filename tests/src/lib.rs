@@ -11,6 +11,7 @@ pub mod cello;
 pub mod fake_model;
 pub mod fault;
 pub mod json_server;
+pub mod otlp;
 pub mod wire;
 
 use std::io::{BufRead, BufReader, Read};

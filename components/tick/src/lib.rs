@@ -118,6 +118,16 @@ async fn handle(req: Request) -> impl IntoResponse {
                 .into_response();
         }
     };
+    let outcome = match outcome {
+        Ok(mut result) if matches!(job.as_str(), "consolidate" | "tools") && result.is_object() => {
+            use mneme_background::consolidate::{CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE};
+            let drained: &[&str] =
+                if job == "consolidate" { &[CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE] } else { &[] };
+            result["queued"] = queued(drained).await;
+            Ok(result)
+        }
+        other => other,
+    };
     match outcome {
         Ok(result) => {
             json(StatusCode::OK, &json!({ "job": job, "took_ms": now_ms().saturating_sub(started), "result": result }))
@@ -131,6 +141,24 @@ async fn handle(req: Request) -> impl IntoResponse {
                      "result": { "due": true, "ran": false, "abandoned": e.message } }),
         ),
         Err(e) => ApiError::from_stage(e.code.name(), e.message).into_response(),
+    }
+}
+
+/// Jobs still queued after a drain, by queue (counted up to 1,000), with
+/// the `drained` queues listed even when empty: what an operator watches to
+/// see the drains keep up, and the runner exports as `mneme.queue.depth`.
+/// `null` if the store could not say.
+async fn queued(drained: &[&str]) -> serde_json::Value {
+    match memory::jobs(None, Some("queued".into()), 1000).await {
+        Ok(jobs) => {
+            let mut depth: std::collections::BTreeMap<String, u32> =
+                drained.iter().map(|q| (q.to_string(), 0)).collect();
+            for j in jobs {
+                *depth.entry(j.queue).or_default() += 1;
+            }
+            json!(depth)
+        }
+        Err(_) => serde_json::Value::Null,
     }
 }
 

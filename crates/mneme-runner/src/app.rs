@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
@@ -186,13 +186,34 @@ impl App {
         let mut handlers = HashMap::new();
         let mut prepared = Vec::new();
         let mut denied = std::collections::HashSet::new();
+        // With tracing on, stage calls cross the host (`compose_traced`).
+        let traced = crate::otel::tracing();
+        let mut forwarders = std::collections::HashSet::new();
         let http_components: std::collections::BTreeSet<&String> = manifest.http.iter().map(|t| &t.component).collect();
         for id in http_components {
             let c = &manifest.components[id];
             let started = Instant::now();
-            let bytes = compose_component(&manifest, c)?;
+            let (bytes, traced_stages) = compose_component(&manifest, c, traced)?;
             let component =
                 load_cached(&engine, &cache, &bytes).with_context(|| format!("compiling component `{id}`"))?;
+            let mut stages = Vec::new();
+            let mut stage_need = Need { memories: 0, tables: 0 };
+            for stage in traced_stages {
+                let compiled = load_cached(&engine, &cache, &stage.bytes)
+                    .with_context(|| format!("compiling stage `{}` for tracing", stage.component))?;
+                let exports = forward_stage_calls(&engine, &mut linker, &compiled, &stage.serves, &mut forwarders)
+                    .with_context(|| format!("tracing the calls of `{id}` to `{}`", stage.component))?;
+                host::deny::add_to_linker(&mut linker, &compiled, &mut denied)?;
+                let pre = linker
+                    .instantiate_pre(&compiled)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("linking stage `{}`", stage.component))?;
+                if let Some(r) = compiled.resources_required() {
+                    stage_need.memories += i64::from(r.num_memories);
+                    stage_need.tables += i64::from(r.num_tables);
+                }
+                stages.push(crate::instance::TracedStage { pre, exports });
+            }
             if std::env::var_os("MNEME_DEBUG_IMPORTS").is_some() {
                 for (name, _) in component.component_type().imports(&engine) {
                     eprintln!("component {id} imports {name}");
@@ -214,8 +235,8 @@ impl App {
             // Without a static count (a component that instantiates modules
             // at run time), assume the per-component maximum.
             let need = component.resources_required().map_or(Need { memories: 32, tables: 64 }, |r| Need {
-                memories: i64::from(r.num_memories),
-                tables: i64::from(r.num_tables),
+                memories: i64::from(r.num_memories) + stage_need.memories,
+                tables: i64::from(r.num_tables) + stage_need.tables,
             });
             eprintln!(
                 "component {id} ready in {} ms ({} memories, {} tables per instance)",
@@ -223,7 +244,7 @@ impl App {
                 need.memories,
                 need.tables
             );
-            prepared.push((crate::instance::Component { id: id.clone(), pre, caps, env, files }, need));
+            prepared.push((crate::instance::Component { id: id.clone(), pre, caps, env, files, stages }, need));
         }
         let needs: Vec<(&str, Need)> = prepared.iter().map(|(c, n)| (c.id.as_str(), *n)).collect();
         let shared = Shared::new(totals, &needs)?;
@@ -252,12 +273,24 @@ impl App {
         component: &str,
         req: http::Request<http_body_util::Full<Bytes>>,
         id: &str,
+        parent: Option<crate::otel::SpanContext>,
     ) -> Result<http::Response<Body>, CallError> {
         let handler = self
             .handlers
             .get(component)
             .ok_or_else(|| CallError::Failed(format!("no HTTP component `{component}`")))?;
-        let ticket = Arc::new(Ticket { id: id.to_string(), ..Default::default() });
+        let mut exec = parent.and_then(|p| {
+            crate::otel::Span::start(
+                format!("execute_wasm_component {component}"),
+                crate::otel::Kind::Internal,
+                Some(p),
+            )
+        });
+        let ticket = Arc::new(Ticket {
+            id: id.to_string(),
+            trace: exec.as_ref().map(crate::otel::Span::context),
+            ..Default::default()
+        });
         let mut req = req.map(|b| b.map_err(|e: std::convert::Infallible| match e {}).boxed_unsync());
         // When no instance can be made (the pool is in use), a live one
         // usually has room a moment later: try again for a while, then 503.
@@ -267,6 +300,12 @@ impl App {
             let e = match handler.handle(ticket.clone(), req).await {
                 Ok(resp) => {
                     let mut resp = resp.map(|b| b.map_err(anyhow::Error::from).boxed_unsync());
+                    if exec.is_some() {
+                        // The request's task stays bound to its span until the body ends.
+                        let binding = ticket.binding.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        let held = (binding, exec.take());
+                        resp = resp.map(|b| Holding { inner: b, _held: held }.boxed_unsync());
+                    }
                     let inst = ticket.instantiation.lock().unwrap_or_else(|p| p.into_inner()).take();
                     resp.extensions_mut().insert(Instantiation(inst));
                     return Ok(resp);
@@ -286,12 +325,40 @@ impl App {
                 Ok(failed) => return Err(CallError::Failed(format!("instantiating: {:?}", failed.error))),
                 Err(e) => e,
             };
+            crate::otel::fail(&mut exec, format!("{e:?}"));
             return Err(if e.is::<ExpirationError>() {
                 CallError::TimedOut
             } else {
                 CallError::Failed(format!("{e:?}"))
             });
         }
+    }
+}
+
+/// A response body that keeps `G` alive (spans, an instance's hold) until
+/// hyper or the caller drops it.
+pub struct Holding<G> {
+    pub inner: Body,
+    pub _held: G,
+}
+
+impl<G: Unpin> http_body::Body for Holding<G> {
+    type Data = Bytes;
+    type Error = anyhow::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, anyhow::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -329,14 +396,96 @@ fn models_dir(state_dir: &Path) -> PathBuf {
     }
 }
 
-fn compose_component(manifest: &Manifest, c: &ManifestComponent) -> Result<Vec<u8>> {
+/// The component as `spin.toml` composes it; with tracing, the entry alone
+/// and its dependencies as separate stages (`compose::compose_traced`).
+fn compose_component(
+    manifest: &Manifest,
+    c: &ManifestComponent,
+    traced: bool,
+) -> Result<(Vec<u8>, Vec<crate::compose::TracedStage>)> {
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {} (did the build run?)", p.display()));
     let root = read(&c.source)?;
     let mut deps = Vec::new();
     for d in &c.dependencies {
         deps.push((d.clone(), read(&manifest.components[&d.component].source)?));
     }
-    crate::compose::compose(&root, &deps).with_context(|| format!("composing component `{}`", c.id))
+    let composed = if traced {
+        crate::compose::compose_traced(&root, &deps).map(|stages| (root, stages))
+    } else {
+        crate::compose::compose(&root, &deps).map(|bytes| (bytes, Vec::new()))
+    };
+    composed.with_context(|| format!("composing component `{}`", c.id))
+}
+
+/// For a stage prepared by `compose_traced`: defines, once per interface,
+/// host functions for an entry's imports of `serves` that call the stage
+/// instance's export of the same name inside a span, and returns where each
+/// export is, for `Instances` to look up per instance. Values cross as
+/// `Val`s, unchanged.
+fn forward_stage_calls(
+    engine: &Engine,
+    linker: &mut Linker<Data>,
+    stage: &Component,
+    serves: &[String],
+    defined: &mut std::collections::HashSet<String>,
+) -> Result<Vec<(Arc<str>, ComponentExportIndex)>> {
+    use wasmtime::component::types::ComponentItem;
+    let mut exports = Vec::new();
+    let ty = stage.component_type();
+    for iface in serves {
+        // The stage's export has the whole interface; an entry's import may
+        // name only the functions it calls, and another entry others.
+        let Some(ComponentItem::ComponentInstance(inst)) =
+            ty.exports(engine).find(|(name, _)| name == iface).map(|(_, item)| item.ty)
+        else {
+            bail!("the stage does not export `{iface}`");
+        };
+        let export =
+            stage.get_export_index(None, iface).with_context(|| format!("the stage does not export `{iface}`"))?;
+        let funcs: Vec<String> = inst
+            .exports(engine)
+            .filter(|(_, item)| matches!(item.ty, ComponentItem::ComponentFunc(_)))
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let mut li = if defined.insert(iface.clone()) { Some(linker.instance(iface)?) } else { None };
+        let short = iface.split('@').next().unwrap_or(iface);
+        for func in funcs {
+            let key: Arc<str> = format!("{iface}#{func}").into();
+            let index = stage
+                .get_export_index(Some(&export), &func)
+                .with_context(|| format!("`{iface}` exports no `{func}`"))?;
+            exports.push((key.clone(), index));
+            let Some(li) = li.as_mut() else { continue };
+            let name: Arc<str> = format!("{short}.{func}").into();
+            li.func_new_concurrent(&func, move |accessor, _ty, params, results| {
+                let (key, name) = (key.clone(), name.clone());
+                Box::pin(async move {
+                    let (target, scope, parent) = accessor.with(|mut access| {
+                        use wasmtime::AsContextMut;
+                        let stack: Vec<_> =
+                            access.as_context_mut().async_call_stack().map(Iterator::collect).unwrap_or_default();
+                        let d = access.get();
+                        (d.loopback.get(&key).copied(), d.spin.scope.clone(), d.spin.scope.parent(&stack))
+                    });
+                    let target = target.ok_or_else(|| wasmtime::Error::msg(format!("nothing serves `{key}`")))?;
+                    let mut span =
+                        parent.and_then(|p| crate::otel::Span::start(&*name, crate::otel::Kind::Internal, Some(p)));
+                    let call =
+                        accessor.with(|mut access| target.start_call_concurrent(&mut access, params, results))?;
+                    // The stage's own host calls find this span by its task.
+                    let bound =
+                        span.as_ref().map(|s| crate::otel::Binding::new(scope.clone(), call.task(), s.context()));
+                    let result = target.finish_call_concurrent(accessor, call).await;
+                    drop(bound);
+                    if let Err(e) = &result {
+                        crate::otel::fail(&mut span, e);
+                    }
+                    result
+                })
+            })?;
+        }
+    }
+    Ok(exports)
 }
 
 fn load_cached(engine: &Engine, dir: &Path, bytes: &[u8]) -> Result<Component> {

@@ -74,6 +74,53 @@ fn interface_matches(key: &str, import: &str) -> bool {
     }
 }
 
+/// One stage for tracing: the dependency alone, wrapped as [`compose`]
+/// wraps it (its denied capabilities routed to the host's refusals), its
+/// export of each interface the entry imports from it exported under the
+/// entry's import name. The host instantiates it beside the entry and
+/// serves the entry's imports by calling these exports inside a span
+/// (`app.rs`); a separate top-level instance, because the component model
+/// forbids the host to re-enter the instance that called it.
+pub struct TracedStage {
+    pub component: String,
+    pub bytes: Vec<u8>,
+    /// The entry's import names it serves.
+    pub serves: Vec<String>,
+}
+
+/// Prepares `root` and its dependencies for tracing: the entry as built
+/// (every import left to the host) and each dependency as a [`TracedStage`].
+pub fn compose_traced(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<TracedStage>> {
+    let mut types = wac_graph::types::Types::default();
+    let root_pkg =
+        Package::from_bytes("mneme:root", None, root.to_vec(), &mut types).context("parsing the entry component")?;
+    let root_imports: Vec<String> = types[root_pkg.ty()].imports.keys().cloned().collect();
+    let mut stages = Vec::new();
+    for (dep, bytes) in deps {
+        let mut graph = CompositionGraph::new();
+        let pkg = Package::from_bytes("mneme:dep", None, bytes.clone(), graph.types_mut())
+            .with_context(|| format!("parsing dependency component `{}`", dep.component))?;
+        let pid = graph.register_package(pkg)?;
+        let dep_exports: Vec<String> = graph.types()[graph[pid].ty()].exports.keys().cloned().collect();
+        let dep_imports: Vec<(String, wac_graph::types::ItemKind)> =
+            graph.types()[graph[pid].ty()].imports.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let inst = graph.instantiate(pid);
+        let mut serves = Vec::new();
+        for import in root_imports.iter().filter(|imp| interface_matches(&dep.key, imp)) {
+            let (export, alias) = dep_export(&mut graph, inst, dep, &dep_exports, import)?;
+            graph.export(alias, import).with_context(|| format!("exporting `{export}` as `{import}`"))?;
+            serves.push(import.clone());
+        }
+        if serves.is_empty() {
+            bail!("dependency `{}`: the entry component imports nothing matching `{}`", dep.component, dep.key);
+        }
+        deny_ungranted(&mut graph, inst, dep, &dep_imports)?;
+        let bytes = graph.encode(EncodeOptions::default()).context("encoding a traced stage")?;
+        stages.push(TracedStage { component: dep.component.clone(), bytes, serves });
+    }
+    Ok(stages)
+}
+
 /// Composes `root` with its dependencies; returns `root` unchanged when it has none.
 pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
     if deps.is_empty() {
@@ -101,45 +148,13 @@ pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
             bail!("dependency `{}`: the entry component imports nothing matching `{}`", dep.component, dep.key);
         }
         for import in targets {
-            let export = match &dep.export {
-                Some(e) => e.clone(),
-                None => {
-                    dep_exports.iter().find(|e| interface_matches(e, import) && e.contains('/')).cloned().with_context(
-                        || format!("dependency component `{}` exports nothing for `{import}`", dep.component),
-                    )?
-                }
-            };
-            let alias = graph
-                .alias_instance_export(inst, &export)
-                .with_context(|| format!("dependency `{}` has no export `{export}`", dep.component))?;
+            let (export, alias) = dep_export(&mut graph, inst, dep, &dep_exports, import)?;
             graph
                 .set_instantiation_argument(root_inst, import, alias)
                 .with_context(|| format!("plugging `{export}` of `{}` into `{import}`", dep.component))?;
         }
 
-        for (import, kind) in dep_imports {
-            let Some(cap) = capability_of(&import) else { continue };
-            let granted = match &dep.inherit {
-                Inherit::All => true,
-                Inherit::None => false,
-                Inherit::Some(keys) => keys.iter().any(|k| k == cap),
-            };
-            if !granted {
-                // A copy of the interface type without its id: wac-graph
-                // shares instance imports by interface id, which would fold
-                // the deny import back into the real one.
-                let kind = match kind {
-                    wac_graph::types::ItemKind::Instance(id) => {
-                        let mut anonymous = graph.types()[id].clone();
-                        anonymous.id = None;
-                        wac_graph::types::ItemKind::Instance(graph.types_mut().add_interface(anonymous))
-                    }
-                    other => other,
-                };
-                let node = graph.import(deny_import(&import, &dep.component), kind).context("adding a deny import")?;
-                graph.set_instantiation_argument(inst, &import, node)?;
-            }
-        }
+        deny_ungranted(&mut graph, inst, dep, &dep_imports)?;
     }
 
     for name in root_exports {
@@ -147,6 +162,63 @@ pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
         graph.export(alias, &name)?;
     }
     graph.encode(EncodeOptions::default()).context("encoding the composed component")
+}
+
+/// The export of `dep` that serves the entry's `import` (the manifest's
+/// `export`, or the interface of the same name), aliased in `graph`.
+fn dep_export(
+    graph: &mut CompositionGraph,
+    inst: wac_graph::NodeId,
+    dep: &Dependency,
+    dep_exports: &[String],
+    import: &str,
+) -> Result<(String, wac_graph::NodeId)> {
+    let export = match &dep.export {
+        Some(e) => e.clone(),
+        None => dep_exports
+            .iter()
+            .find(|e| interface_matches(e, import) && e.contains('/'))
+            .cloned()
+            .with_context(|| format!("dependency component `{}` exports nothing for `{import}`", dep.component))?,
+    };
+    let alias = graph
+        .alias_instance_export(inst, &export)
+        .with_context(|| format!("dependency `{}` has no export `{export}`", dep.component))?;
+    Ok((export, alias))
+}
+
+/// Routes each capability import of `dep` that its grant leaves out to a
+/// `mneme-deny-…` import of the composition, which the host refuses.
+fn deny_ungranted(
+    graph: &mut CompositionGraph,
+    inst: wac_graph::NodeId,
+    dep: &Dependency,
+    dep_imports: &[(String, wac_graph::types::ItemKind)],
+) -> Result<()> {
+    for (import, kind) in dep_imports {
+        let Some(cap) = capability_of(import) else { continue };
+        let granted = match &dep.inherit {
+            Inherit::All => true,
+            Inherit::None => false,
+            Inherit::Some(keys) => keys.iter().any(|k| k == cap),
+        };
+        if !granted {
+            // A copy of the interface type without its id: wac-graph
+            // shares instance imports by interface id, which would fold
+            // the deny import back into the real one.
+            let kind = match *kind {
+                wac_graph::types::ItemKind::Instance(id) => {
+                    let mut anonymous = graph.types()[id].clone();
+                    anonymous.id = None;
+                    wac_graph::types::ItemKind::Instance(graph.types_mut().add_interface(anonymous))
+                }
+                other => other,
+            };
+            let node = graph.import(deny_import(import, &dep.component), kind).context("adding a deny import")?;
+            graph.set_instantiation_argument(inst, import, node)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

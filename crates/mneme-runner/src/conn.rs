@@ -201,17 +201,27 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<IO> {
     }
 
     fn poll_write_vectored(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        // One slice at a time, so every write passes the check above.
-        let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &**b);
-        self.poll_write(cx, first)
+        // hyper's own answers have no body: a head alone, one slice, which
+        // goes through the check above. A head with a body cannot be one
+        // of them and goes out in one `writev`, uncopied.
+        if self.rewrite.is_some() || bufs.iter().filter(|b| !b.is_empty()).count() <= 1 {
+            let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &**b);
+            return self.poll_write(cx, first);
+        }
+        if self.idle() {
+            self.watch.just_ended.swap(false, Ordering::SeqCst);
+        } else {
+            self.watch.just_ended.store(false, Ordering::SeqCst);
+        }
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        false
+        self.io.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -114,6 +114,32 @@ pub async fn run_startup_until_done(target: &Target, jobs: &[CronTrigger]) {
     }
 }
 
+/// The `mneme.tick.outcome` of a run: `ok`, `skipped` (the job was not
+/// due, or another scheduler's run holds its lease), or `failed`.
+fn outcome_name(outcome: &Result<(u16, String)>) -> &'static str {
+    match outcome {
+        Ok((status, body)) if schedule::succeeded(*status) => {
+            let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+            let result = &v["result"];
+            if result["ran"] == serde_json::Value::Bool(false) || result["due"] == serde_json::Value::Bool(false) {
+                "skipped"
+            } else {
+                "ok"
+            }
+        }
+        _ => "failed",
+    }
+}
+
+/// A drain's `result.queued` (`{queue: jobs}`) as `mneme.queue.depth`.
+fn record_queues(m: &crate::otel::metrics::Metrics, body: &str) {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    if let Some(queues) = v["result"]["queued"].as_object() {
+        let depths: Vec<(String, i64)> = queues.iter().map(|(q, n)| (q.clone(), n.as_i64().unwrap_or(0))).collect();
+        m.queue_depths(&depths);
+    }
+}
+
 fn describe(outcome: &Result<(u16, String)>) -> String {
     match outcome {
         Ok((status, body)) => format!("answered {status}: {}", body.chars().take(200).collect::<String>()),
@@ -154,6 +180,12 @@ async fn run_job(target: &Target, job: &CronTrigger, schedule: &cron::Schedule) 
         let started = Instant::now();
         let outcome = target.tick(job).await;
         let ms = started.elapsed().as_secs_f64() * 1e3;
+        if let Some(m) = crate::otel::metrics() {
+            m.tick(&job.path, outcome_name(&outcome));
+            if let Ok((_, body)) = &outcome {
+                record_queues(m, body);
+            }
+        }
         match &outcome {
             Ok((status, _)) if schedule::succeeded(*status) => {
                 failures = 0;

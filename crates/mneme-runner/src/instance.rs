@@ -14,6 +14,7 @@
 //! A running guest yields to the event loop every epoch tick, so an instance
 //! that loops without awaiting is still seen to expire and is dropped.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -24,8 +25,8 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use wasmtime::StoreLimits;
-use wasmtime::component::GuestTaskId;
 use wasmtime::component::ResourceTable;
+use wasmtime::component::{ComponentExportIndex, Func, GuestTaskId};
 use wasmtime::{Engine, Store, StoreContextMut, StoreLimitsBuilder};
 use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -104,6 +105,9 @@ pub struct Data {
     pub(crate) limits: StoreLimits,
     pub(crate) deny_hooks: DenyAllHttp,
     pub(crate) worker: crate::instance::Worker,
+    /// With tracing on, the composed component's stage exports, which the
+    /// host's forwarders of the entry's stage imports call (`app.rs`).
+    pub(crate) loopback: HashMap<Arc<str>, Func>,
 }
 
 impl Data {
@@ -148,6 +152,7 @@ impl WasiHttpView for Data {
 /// `wasi:http` outbound requests, checked against `allowed_outbound_hosts`.
 pub(crate) struct OutboundHttp {
     pub(crate) caps: Arc<Capabilities>,
+    pub(crate) scope: Arc<crate::otel::Scope>,
 }
 
 type SendFuture = Box<
@@ -170,6 +175,26 @@ impl WasiHttpHooks for OutboundHttp {
         fut: Box<dyn Future<Output = Result<(), ErrorCode>> + Send>,
     ) -> SendFuture {
         drop(fut);
+        let mut request = request;
+        let mut span = self.scope.host("spin_outbound_http.send_request");
+        if let Some(s) = &mut span {
+            let uri = request.uri();
+            s.set("http.request.method", request.method().as_str());
+            // Scheme, authority and path: a query may carry credentials.
+            s.set(
+                "url.full",
+                format!(
+                    "{}://{}{}",
+                    uri.scheme_str().unwrap_or("http"),
+                    uri.authority().map_or("", |a| a.as_str()),
+                    uri.path()
+                ),
+            );
+            s.set("server.address", uri.host().unwrap_or_default());
+            if let Ok(v) = http::HeaderValue::from_str(&s.context().traceparent()) {
+                request.headers_mut().insert("traceparent", v);
+            }
+        }
         let uri = request.uri();
         let scheme = uri.scheme_str().unwrap_or("https").to_string();
         let host = uri.host().unwrap_or_default().to_string();
@@ -179,10 +204,26 @@ impl WasiHttpHooks for OutboundHttp {
         Box::new(async move {
             if !allowed {
                 crate::outbound::log_denied(&authority);
+                crate::otel::fail(&mut span, "HttpRequestDenied");
                 return Err(ErrorCode::HttpRequestDenied.into());
             }
-            let (res, io) = wasmtime_wasi_http::p3::default_send_request(request, options).await?;
-            Ok((res.map(BodyExt::boxed_unsync), Box::new(io) as Box<dyn Future<Output = _> + Send>))
+            let (res, io) = match wasmtime_wasi_http::p3::default_send_request(request, options).await {
+                Ok(sent) => sent,
+                Err(e) => {
+                    crate::otel::fail(&mut span, format!("{e:?}"));
+                    return Err(e.into());
+                }
+            };
+            let res = match span {
+                // The span lasts until the body ends, and reads a model's
+                // token counts from it on the way (`otel::usage`).
+                Some(mut s) => {
+                    s.set("http.response.status_code", res.status().as_u16());
+                    res.map(|b| crate::otel::usage::Watched::new(b, s).boxed_unsync())
+                }
+                None => res.map(BodyExt::boxed_unsync),
+            };
+            Ok((res, Box::new(io) as Box<dyn Future<Output = _> + Send>))
         })
     }
 }
@@ -192,9 +233,17 @@ impl WasiHttpHooks for OutboundHttp {
 pub struct Component {
     pub id: String,
     pub pre: ServicePre<Data>,
+    /// With tracing on, the stages, instantiated beside the entry (`app.rs`).
+    pub stages: Vec<TracedStage>,
     pub caps: Arc<Capabilities>,
     pub env: Vec<(String, String)>,
     pub files: Vec<(std::path::PathBuf, String)>,
+}
+
+/// A stage instantiated on its own while tracing, and where its exports are.
+pub struct TracedStage {
+    pub pre: wasmtime::component::InstancePre<Data>,
+    pub exports: Vec<(Arc<str>, ComponentExportIndex)>,
 }
 
 /// What `ProxyHandler` asks of us: how to make an instance of a component.
@@ -211,6 +260,11 @@ pub struct Instances {
 #[derive(Default)]
 pub struct Ticket {
     pub id: String,
+    /// The request's `execute_wasm_component` span, when tracing.
+    pub trace: Option<crate::otel::SpanContext>,
+    /// While tracing, binds the request's guest task to its span; the
+    /// caller keeps it with the response body.
+    pub binding: Mutex<Option<crate::otel::Binding>>,
     /// How long making its instance took, when the request was the first one
     /// the instance took; `None` when it reused an instance.
     pub instantiation: Mutex<Option<Duration>>,
@@ -230,6 +284,7 @@ pub struct Worker {
 impl Instances {
     fn store(&self) -> Result<Store<Data>> {
         let c = &self.component;
+        let scope = Arc::new(crate::otel::Scope::default());
         let mut wasi = WasiCtxBuilder::new();
         wasi.inherit_stdout().inherit_stderr();
         for (k, v) in &c.env {
@@ -242,11 +297,12 @@ impl Instances {
             table: wasmtime::component::ResourceTable::new(),
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
-            hooks: OutboundHttp { caps: c.caps.clone() },
-            spin: SpinCtx { caps: c.caps.clone(), services: self.services.clone() },
+            hooks: OutboundHttp { caps: c.caps.clone(), scope: scope.clone() },
+            spin: SpinCtx { caps: c.caps.clone(), services: self.services.clone(), scope },
             limits: StoreLimitsBuilder::new().memory_size(self.limits.memory_bytes).instances(256).build(),
             deny_hooks: DenyAllHttp,
             worker: Worker::default(),
+            loopback: HashMap::new(),
         };
         let mut store = Store::new(&self.engine, data);
         store.limiter(|d| &mut d.limits);
@@ -269,6 +325,16 @@ impl HandlerState for Instances {
         let lease = self.budget.lease()?;
         let mut store = self.store().map_err(wasmtime::Error::from_anyhow)?;
         store.data_mut().worker.lease = Some(lease);
+        // The stages first: the entry's forwarded imports call into them.
+        for stage in &self.component.stages {
+            let instance = stage.pre.instantiate_async(&mut store).await?;
+            for (key, index) in &stage.exports {
+                let func = instance
+                    .get_func(&mut store, index)
+                    .ok_or_else(|| wasmtime::Error::msg(format!("the stage lost `{key}`")))?;
+                store.data_mut().loopback.insert(key.clone(), func);
+            }
+        }
         let proxy = ProxyPre::P3(self.component.pre.clone()).instantiate_async(&mut store).await?;
         store.data_mut().worker.fresh = Some(started.elapsed());
         let reuse = self.limits.reuse;
@@ -341,8 +407,13 @@ impl WorkerState for Limit {
         &self,
         mut store: StoreContextMut<'_, Data>,
         ticket: Arc<Ticket>,
-        _task: GuestTaskId,
+        task: GuestTaskId,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
+        if let Some(span) = ticket.trace {
+            let scope = store.data().spin.scope.clone();
+            *ticket.binding.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(crate::otel::Binding::new(scope, task, span));
+        }
         let worker = &mut store.data_mut().worker;
         *ticket.instantiation.lock().unwrap_or_else(|p| p.into_inner()) = worker.fresh.take();
         // Keep the newest ids only: a long-lived instance takes at most

@@ -3,7 +3,7 @@
 //! `mneme up` takes `spin up`'s flags and serves the same components with
 //! Spin's host interfaces and semantics; `mneme build` runs each
 //! component's build command as `spin build` does; `mneme vault pull|push`
-//! syncs the vault with a running app (see `vault.rs`).
+//! syncs the vault with a running app (the `mneme-vault` crate).
 
 mod app;
 mod budget;
@@ -13,8 +13,9 @@ mod conn;
 mod cron;
 mod host;
 mod instance;
+mod log;
+mod otel;
 mod server;
-mod vault;
 
 use mneme_manifest::{manifest, outbound, routes, runtime_config, variables};
 
@@ -98,13 +99,13 @@ fn main() -> Result<()> {
             tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(cron_only(&url, from.as_deref()))
         }
         Command::Vault(VaultCommand::Pull(a)) => {
-            let report = vault::pull(&vault::Remote::from_env(a.url)?, &a.dir, &Default::default())?;
-            vault::print_pull(&report);
+            let report = mneme_vault::pull(&mneme_vault::Remote::from_env(a.url)?, &a.dir, &Default::default())?;
+            mneme_vault::print_pull(&report);
             Ok(())
         }
         Command::Vault(VaultCommand::Push(a)) => {
-            let report = vault::push(&vault::Remote::from_env(a.url)?, &a.dir)?;
-            vault::print_push(&report);
+            let report = mneme_vault::push(&mneme_vault::Remote::from_env(a.url)?, &a.dir)?;
+            mneme_vault::print_push(&report);
             if !report.failed.is_empty() {
                 bail!("{} change(s) were not sent; the files keep them", report.failed.len());
             }
@@ -115,6 +116,7 @@ fn main() -> Result<()> {
 
 async fn up(args: cli::UpArgs) -> Result<()> {
     let started = std::time::Instant::now();
+    otel::init_from_env()?;
     let cwd = std::env::current_dir()?;
     let limits = instance::Limits {
         memory_bytes: args.max_instance_memory,
@@ -159,7 +161,10 @@ async fn up(args: cli::UpArgs) -> Result<()> {
     for t in app.manifest.http.iter().filter(|t| !t.private) {
         println!("  {}: http://{addr}{}", t.component, t.route);
     }
-    server::serve(app, listener, shutdown_signal()).await
+    let served = server::serve(app, listener, shutdown_signal()).await;
+    log::flush();
+    otel::flush(Duration::from_secs(5));
+    served
 }
 
 /// `mneme cron`: the schedules of the manifest, sent to `url` until the
@@ -178,11 +183,13 @@ async fn cron_only(url: &str, from: Option<&str>) -> Result<()> {
     if let (Some(v), None) = (&m.cron_token_variable, &token) {
         bail!("the cron token is not set: put the app's `{v}` in {}", variables::env_name(v));
     }
+    otel::init_from_env()?;
     eprintln!("mneme cron: {} schedules of {} against {url}", m.cron.len(), m.name);
     let target = Arc::new(cron::Target::remote(url, token));
     cron::run_startup_until_done(&target, &m.cron).await;
     cron::spawn_all(target, &m.cron)?;
     shutdown_signal().await;
+    otel::flush(Duration::from_secs(5));
     Ok(())
 }
 

@@ -45,6 +45,74 @@ pub async fn dispatch(
     let Some(m) = app.router.route(&path) else {
         return (json_error(StatusCode::NOT_FOUND, "not-found", &format!("no route matches {path}")), "-".into());
     };
+    let metrics = crate::otel::metrics();
+    if !crate::otel::tracing() && metrics.is_none() {
+        return run(app, parts, body, client, id, m, None).await;
+    }
+    // Spin's server span: `{METHOD} {route}`, under the caller's
+    // `traceparent` when it sends one.
+    let started = Instant::now();
+    let method = parts.method.to_string();
+    let route = m.raw_route.clone();
+    let mut root = crate::otel::Span::start(
+        format!("{method} {route}"),
+        crate::otel::Kind::Server,
+        parts
+            .headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::otel::SpanContext::from_traceparent),
+    );
+    if let Some(s) = &mut root {
+        s.set("http.request.method", method.as_str());
+        s.set("http.route", route.as_str());
+        s.set("url.path", path.as_str());
+        s.set("url.scheme", "http");
+        s.set("network.protocol.name", "http");
+        if let Some(c) = client {
+            s.set("network.peer.address", c.ip().to_string());
+            s.set("network.peer.port", c.port());
+        }
+    }
+    let parent = root.as_ref().map(crate::otel::Span::context);
+    let (resp, component) = run(app, parts, body, client, id, m, parent).await;
+    let status = resp.status().as_u16();
+    if let Some(s) = &mut root {
+        s.set("http.response.status_code", status);
+        if status >= 500 {
+            s.fail(format!("HTTP {status}"));
+        }
+    }
+    let done = Finished { root, metrics: metrics.map(|m| (m, method, route, status, started)) };
+    (resp.map(|b| crate::app::Holding { inner: b, _held: done }.boxed_unsync()), component)
+}
+
+/// What a request leaves to be done when its response body ends: its
+/// duration recorded, its server span ended.
+struct Finished {
+    root: Option<crate::otel::Span>,
+    metrics: Option<(&'static crate::otel::metrics::Metrics, String, String, u16, Instant)>,
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        if let Some((m, method, route, status, started)) = self.metrics.take() {
+            m.request(&method, &route, status, started.elapsed().as_secs_f64());
+        }
+        drop(self.root.take());
+    }
+}
+
+/// Runs a routed request in its component.
+async fn run(
+    app: &Arc<App>,
+    parts: http::request::Parts,
+    body: Bytes,
+    client: Option<SocketAddr>,
+    id: &str,
+    m: crate::routes::RouteMatch,
+    parent: Option<crate::otel::SpanContext>,
+) -> (Response<Body>, String) {
     let host = parts.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost").to_string();
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     let full_url = format!("http://{host}{pq}");
@@ -73,7 +141,7 @@ pub async fn dispatch(
     if let Some(c) = client {
         set(h, "spin-client-addr", &c.to_string());
     }
-    match app.call(&m.component, req, id).await {
+    match app.call(&m.component, req, id, parent).await {
         Ok(resp) => (resp, m.component),
         Err(CallError::NoCapacity(e)) => {
             eprintln!("request {id}: no instance of {} could be made: {e}", m.component);
@@ -173,7 +241,7 @@ async fn handle(app: Arc<App>, req: Request<Incoming>, client: SocketAddr) -> Re
         None => " inst=reused".to_string(),
     });
     let ms = started.elapsed().as_secs_f64() * 1e3;
-    eprintln!("{method} {path} {component} {} {ms:.2}ms{inst} id={id}", resp.status().as_u16());
+    crate::log::line(format!("{method} {path} {component} {} {ms:.2}ms{inst} id={id}", resp.status().as_u16()));
     resp
 }
 
@@ -190,33 +258,6 @@ fn too_large(limit: usize) -> Response<Body> {
         "payload-too-large",
         &format!("the request body is over the {limit}-byte limit"),
     )
-}
-
-/// A response body that keeps its request counted as in the service until
-/// hyper drops it (see `conn.rs`).
-struct Watched {
-    inner: Body,
-    _in_flight: crate::conn::InFlight,
-}
-
-impl http_body::Body for Watched {
-    type Data = Bytes;
-    type Error = anyhow::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, anyhow::Error>>> {
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight connections.
@@ -239,7 +280,8 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: impl Future<O
                     async move {
                         let in_flight = watch.start();
                         let resp = handle(app, req, client).await;
-                        Ok::<_, std::convert::Infallible>(resp.map(|b| Watched { inner: b, _in_flight: in_flight }.boxed_unsync()))
+                        // The request counts as in the service until hyper drops its body (`conn.rs`).
+                        Ok::<_, std::convert::Infallible>(resp.map(|b| crate::app::Holding { inner: b, _held: in_flight }.boxed_unsync()))
                     }
                 });
                 let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service);

@@ -169,7 +169,7 @@ impl<T> HostStoreWithStore<T> for Spin {
         this: Resource<StoreHandle>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
-        Ok(handle(accessor, &this)?.get(key).await)
+        Ok(super::finish(super::span(accessor, "spin_key_value.get"), handle(accessor, &this)?.get(key).await))
     }
 
     async fn set(
@@ -178,7 +178,7 @@ impl<T> HostStoreWithStore<T> for Spin {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(handle(accessor, &this)?.set(key, value).await)
+        Ok(super::finish(super::span(accessor, "spin_key_value.set"), handle(accessor, &this)?.set(key, value).await))
     }
 
     async fn delete(
@@ -186,7 +186,7 @@ impl<T> HostStoreWithStore<T> for Spin {
         this: Resource<StoreHandle>,
         key: String,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(handle(accessor, &this)?.delete(key).await)
+        Ok(super::finish(super::span(accessor, "spin_key_value.delete"), handle(accessor, &this)?.delete(key).await))
     }
 
     async fn exists(
@@ -194,14 +194,15 @@ impl<T> HostStoreWithStore<T> for Spin {
         this: Resource<StoreHandle>,
         key: String,
     ) -> wasmtime::Result<Result<bool, Error>> {
-        Ok(handle(accessor, &this)?.exists(key).await)
+        Ok(super::finish(super::span(accessor, "spin_key_value.exists"), handle(accessor, &this)?.exists(key).await))
     }
 
     async fn get_keys(
         accessor: &Accessor<T, Self>,
         this: Resource<StoreHandle>,
     ) -> wasmtime::Result<(StreamReader<String>, FutureReader<Result<(), Error>>)> {
-        let result = handle(accessor, &this)?.keys().await;
+        let span = super::span(accessor, "spin_key_value.get_keys");
+        let result = super::finish(span, handle(accessor, &this)?.keys().await);
         accessor.with(|mut access| {
             let (keys, outcome) = match result {
                 Ok(k) => (k, Ok(())),

@@ -133,7 +133,14 @@ impl Host for SpinView<'_> {
                 "no inference endpoint is configured: add [llm_compute] type = \"remote_http\", url = \"http://host/v1\" to the runtime config".into(),
             )));
         };
-        Ok(remote_infer(&compute, &model, &prompt, params).await)
+        let mut span = self.ctx.scope.host("spin_llm.infer");
+        crate::otel::set(&mut span, "llm.model", model.as_str());
+        let result = remote_infer(&compute, &model, &prompt, params).await;
+        if let Ok(r) = &result {
+            crate::otel::set(&mut span, "gen_ai.usage.input_tokens", r.usage.prompt_token_count);
+            crate::otel::set(&mut span, "gen_ai.usage.output_tokens", r.usage.generated_token_count);
+        }
+        Ok(super::finish(span, result))
     }
 
     async fn generate_embeddings(
@@ -151,7 +158,13 @@ impl Host for SpinView<'_> {
             Ok(e) => e,
             Err(msg) => return Ok(Err(Error::RuntimeError(msg))),
         };
+        let mut span = self.ctx.scope.host("spin_llm.generate_embeddings");
+        crate::otel::set(&mut span, "llm.model", model.as_str());
         let out = tokio::task::spawn_blocking(move || embedder.embed(&text)).await?;
+        if let Ok((_, tokens)) = &out {
+            crate::otel::set(&mut span, "gen_ai.usage.input_tokens", *tokens);
+        }
+        let out = super::finish(span, out);
         Ok(out
             .map(|(embeddings, tokens)| EmbeddingsResult {
                 embeddings,

@@ -15,7 +15,7 @@ pub mod variables;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use wasmtime::component::{HasData, ResourceTable};
+use wasmtime::component::{Accessor, HasData, ResourceTable};
 
 use crate::outbound::AllowedHosts;
 
@@ -47,6 +47,19 @@ pub struct Services {
 pub struct SpinCtx {
     pub caps: Arc<Capabilities>,
     pub services: Arc<Services>,
+    /// The spans open in this instance, for host-call spans (`otel`).
+    pub scope: Arc<crate::otel::Scope>,
+}
+
+impl SpinCtx {
+    /// The span of a database call: Spin's name, the system and the
+    /// statement (never its parameters).
+    pub fn db_span(&self, name: &'static str, system: &'static str, statement: &str) -> Option<crate::otel::Span> {
+        let mut span = self.scope.host(name)?;
+        span.set("db.system.name", system);
+        span.set("db.query.text", statement.chars().take(1024).collect::<String>());
+        Some(span)
+    }
 }
 
 /// What the host implementations see of the store: the resource table and
@@ -73,3 +86,42 @@ macro_rules! with_view {
     };
 }
 pub(crate) use with_view;
+
+/// The span of a host call named `name` (Spin's names), under the innermost
+/// span open in the calling instance; `None` when tracing is off.
+pub(crate) fn span<T>(accessor: &Accessor<T, Spin>, name: &'static str) -> Option<crate::otel::Span> {
+    if !crate::otel::tracing() {
+        return None;
+    }
+    let parent = accessor.with(|mut access| {
+        use wasmtime::AsContextMut;
+        let stack: Vec<_> = access.as_context_mut().async_call_stack().map(Iterator::collect).unwrap_or_default();
+        access.get().ctx.scope.parent(&stack)
+    })?;
+    crate::otel::Span::start(name, crate::otel::Kind::Client, Some(parent))
+}
+
+/// [`SpinCtx::db_span`] through an accessor.
+pub(crate) fn db_span<T>(
+    accessor: &Accessor<T, Spin>,
+    name: &'static str,
+    system: &'static str,
+    statement: &str,
+) -> Option<crate::otel::Span> {
+    if !crate::otel::tracing() {
+        return None;
+    }
+    let mut span = span(accessor, name)?;
+    span.set("db.system.name", system);
+    span.set("db.query.text", statement.chars().take(1024).collect::<String>());
+    Some(span)
+}
+
+/// Ends `span` with `result`'s outcome and hands the result on.
+pub(crate) fn finish<R, E: std::fmt::Debug>(mut span: Option<crate::otel::Span>, result: Result<R, E>) -> Result<R, E> {
+    if let Err(e) = &result {
+        crate::otel::fail(&mut span, format!("{e:?}"));
+    }
+    drop(span);
+    result
+}

@@ -470,7 +470,8 @@ impl<T> HostConnectionWithStore<T> for Spin {
         params: Vec<ParameterValue>,
     ) -> wasmtime::Result<Result<(Vec<Column>, StreamReader<Vec<DbValue>>, FutureReader<Result<(), Error>>), Error>>
     {
-        let result = handle(accessor, &this)?.query(&statement, &params).await;
+        let span = super::db_span(accessor, "spin_outbound_pg.query", "postgresql", &statement);
+        let result = super::finish(span, handle(accessor, &this)?.query(&statement, &params).await);
         let RowSet { columns, rows } = match result {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
@@ -488,7 +489,8 @@ impl<T> HostConnectionWithStore<T> for Spin {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> wasmtime::Result<Result<u64, Error>> {
-        Ok(handle(accessor, &this)?.execute(&statement, &params).await)
+        let span = super::db_span(accessor, "spin_outbound_pg.execute", "postgresql", &statement);
+        Ok(super::finish(span, handle(accessor, &this)?.execute(&statement, &params).await))
     }
 }
 
@@ -544,7 +546,8 @@ impl HostConnection for SpinView<'_> {
         params: Vec<ParameterValue>,
     ) -> wasmtime::Result<Result<RowSet, Error>> {
         let h = self.table.get(&this)?.clone();
-        Ok(h.query(&statement, &params).await)
+        let span = self.ctx.db_span("spin_outbound_pg.query", "postgresql", &statement);
+        Ok(super::finish(span, h.query(&statement, &params).await))
     }
 
     async fn execute(
@@ -554,7 +557,8 @@ impl HostConnection for SpinView<'_> {
         params: Vec<ParameterValue>,
     ) -> wasmtime::Result<Result<u64, Error>> {
         let h = self.table.get(&this)?.clone();
-        Ok(h.execute(&statement, &params).await)
+        let span = self.ctx.db_span("spin_outbound_pg.execute", "postgresql", &statement);
+        Ok(super::finish(span, h.execute(&statement, &params).await))
     }
 
     async fn drop(&mut self, rep: Resource<PgHandle>) -> wasmtime::Result<()> {

@@ -148,10 +148,13 @@ impl<T> HostConnectionWithStore<T> for Spin {
         channel: String,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(handle(accessor, &this)?
-            .cmd::<i64>(::redis::cmd("PUBLISH").arg(channel).arg(payload).clone())
-            .await
-            .map(drop))
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.publish"),
+            handle(accessor, &this)?
+                .cmd::<i64>(::redis::cmd("PUBLISH").arg(channel).arg(payload).clone())
+                .await
+                .map(drop),
+        ))
     }
 
     async fn get(
@@ -159,7 +162,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
         this: Resource<RedisHandle>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
-        Ok(handle(accessor, &this)?.cmd(::redis::cmd("GET").arg(key).clone()).await)
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.get"),
+            handle(accessor, &this)?.cmd(::redis::cmd("GET").arg(key).clone()).await,
+        ))
     }
 
     async fn set(
@@ -168,7 +174,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(handle(accessor, &this)?.cmd::<()>(::redis::cmd("SET").arg(key).arg(value).clone()).await)
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.set"),
+            handle(accessor, &this)?.cmd::<()>(::redis::cmd("SET").arg(key).arg(value).clone()).await,
+        ))
     }
 
     async fn incr(
@@ -176,7 +185,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
         this: Resource<RedisHandle>,
         key: String,
     ) -> wasmtime::Result<Result<i64, Error>> {
-        Ok(handle(accessor, &this)?.cmd(::redis::cmd("INCR").arg(key).clone()).await)
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.incr"),
+            handle(accessor, &this)?.cmd(::redis::cmd("INCR").arg(key).clone()).await,
+        ))
     }
 
     async fn del(
@@ -184,7 +196,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
         this: Resource<RedisHandle>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<u32, Error>> {
-        Ok(handle(accessor, &this)?.cmd(::redis::cmd("DEL").arg(keys).clone()).await)
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.del"),
+            handle(accessor, &this)?.cmd(::redis::cmd("DEL").arg(keys).clone()).await,
+        ))
     }
 
     async fn sadd(
@@ -193,7 +208,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, Error>> {
-        Ok(handle(accessor, &this)?.cmd(::redis::cmd("SADD").arg(key).arg(values).clone()).await)
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.sadd"),
+            handle(accessor, &this)?.cmd(::redis::cmd("SADD").arg(key).arg(values).clone()).await,
+        ))
     }
 
     async fn smembers(
@@ -201,7 +219,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
         this: Resource<RedisHandle>,
         key: String,
     ) -> wasmtime::Result<Result<Vec<String>, Error>> {
-        Ok(handle(accessor, &this)?.cmd(::redis::cmd("SMEMBERS").arg(key).clone()).await)
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.smembers"),
+            handle(accessor, &this)?.cmd(::redis::cmd("SMEMBERS").arg(key).clone()).await,
+        ))
     }
 
     async fn srem(
@@ -210,7 +231,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, Error>> {
-        Ok(handle(accessor, &this)?.cmd(::redis::cmd("SREM").arg(key).arg(values).clone()).await)
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.srem"),
+            handle(accessor, &this)?.cmd(::redis::cmd("SREM").arg(key).arg(values).clone()).await,
+        ))
     }
 
     async fn execute(
@@ -226,7 +250,10 @@ impl<T> HostConnectionWithStore<T> for Spin {
                 RedisParameter::Binary(b) => cmd.arg(b),
             };
         }
-        Ok(handle(accessor, &this)?.cmd::<::redis::Value>(cmd).await.map(to_result))
+        Ok(super::finish(
+            super::span(accessor, "spin_outbound_redis.execute"),
+            handle(accessor, &this)?.cmd::<::redis::Value>(cmd).await.map(to_result),
+        ))
     }
 }
 

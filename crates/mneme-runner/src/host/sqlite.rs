@@ -260,7 +260,8 @@ impl<T> HostConnectionWithStore<T> for Spin {
         statement: String,
         parameters: Vec<Value>,
     ) -> wasmtime::Result<Result<(Vec<String>, StreamReader<RowResult>, FutureReader<Result<(), Error>>), Error>> {
-        let result = handle(accessor, &this)?.run(statement, parameters).await;
+        let span = super::db_span(accessor, "spin_sqlite.execute", "sqlite", &statement);
+        let result = super::finish(span, handle(accessor, &this)?.run(statement, parameters).await);
         let QueryResult { columns, rows } = match result {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
@@ -296,7 +297,8 @@ impl HostConnection for SpinView<'_> {
         parameters: Vec<Value>,
     ) -> wasmtime::Result<Result<QueryResult, Error>> {
         let h = self.table.get(&this)?.clone();
-        Ok(h.run(statement, parameters).await)
+        let span = self.ctx.db_span("spin_sqlite.execute", "sqlite", &statement);
+        Ok(super::finish(span, h.run(statement, parameters).await))
     }
 
     async fn last_insert_rowid(&mut self, this: Resource<SqliteHandle>) -> wasmtime::Result<i64> {

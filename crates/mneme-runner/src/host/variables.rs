@@ -12,11 +12,15 @@ impl<T> HostWithStore<T> for Spin {
         if let Some(reason) = crate::manifest::variable_name_problem(&name) {
             return Ok(Err(Error::InvalidName(format!("{name:?}: {reason}"))));
         }
-        Ok(with_view!(accessor, |v| match v.ctx.caps.variables.get(&name) {
-            Some(Some(value)) => Ok(value.clone()),
-            Some(None) => Err(Error::Provider(format!("no provider resolved required variable {name:?}"))),
-            None => Err(Error::Undefined(format!("no variable for {:?}.{name:?}", v.ctx.caps.component))),
-        }))
+        let span = super::span(accessor, "spin_variables.get");
+        Ok(super::finish(
+            span,
+            with_view!(accessor, |v| match v.ctx.caps.variables.get(&name) {
+                Some(Some(value)) => Ok(value.clone()),
+                Some(None) => Err(Error::Provider(format!("no provider resolved required variable {name:?}"))),
+                None => Err(Error::Undefined(format!("no variable for {:?}.{name:?}", v.ctx.caps.component))),
+            }),
+        ))
     }
 }
 

@@ -3,7 +3,8 @@
 //! when it holds 32 KiB or, at the latest, within [`EVERY`] (a thread wakes
 //! that often only while lines are waiting). Under load many lines share a
 //! system call; at rest a line appears within milliseconds. Lines keep
-//! their order and none is dropped. Writing each line as it came cost a
+//! their order and none is dropped while the runner runs (`mneme up`
+//! flushes on its way out; a crash loses at most the last [`EVERY`]). Writing each line as it came cost a
 //! tenth of the runner's CPU on a trivial component, and a writer thread
 //! woken per line cost more than it saved (BENCHMARKS, "At least as fast as
 //! Spin").

@@ -10,17 +10,7 @@ kind=${1:?social or static}; shift
 [ $# -gt 0 ] || die "name at least one LABEL=BINARY"
 STATE="$(mktemp -d)"; export MNEME_CACHE_DIR="$STATE/cache" MNEME_MODELS_DIR="${MNEME_MODELS_DIR:-$HOME/.cache/mneme/ai-models}"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$STATE"' EXIT
-cat > "$STATE/social.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"text":"thanks!","thread_id":"bench-social"}'
-wrk.headers["Authorization"] = "Bearer bench"
-wrk.headers["Content-Type"] = "application/json"
-done = function(summary, latency, requests)
-  io.write(string.format("p50=%.2fms p95=%.2fms req/s=%.0f errors=%d\n",
-    latency:percentile(50) / 1000, latency:percentile(95) / 1000,
-    summary.requests / (summary.duration / 1e6), summary.errors.status + summary.errors.read + summary.errors.timeout))
-end
-LUA
+social_lua "$STATE/social.lua"
 # A collector that accepts and drops OTLP/HTTP, for builds that export.
 python3 - 4399 <<'PY' &
 import http.server, sys

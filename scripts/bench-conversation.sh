@@ -31,17 +31,7 @@ SPIN_VARIABLE_LLM_URL="http://$MODEL/v1" SPIN_VARIABLE_LLM_HOST="$MODEL" SPIN_VA
 for _ in $(seq 1 600); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/health" && break; sleep 0.05; done
 URL="http://127.0.0.1:$PORT/chat"
 
-cat > "$STATE/social.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"text":"thanks!","thread_id":"bench-social"}'
-wrk.headers["Authorization"] = "Bearer bench"
-wrk.headers["Content-Type"] = "application/json"
-done = function(summary, latency, requests)
-  io.write(string.format("p50=%.2fms p95=%.2fms p99=%.2fms req/s=%.0f errors=%d\n",
-    latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000,
-    summary.requests / (summary.duration / 1e6), summary.errors.status + summary.errors.read + summary.errors.timeout))
-end
-LUA
+social_lua "$STATE/social.lua"
 say "social exit (POST /chat \"thanks!\"), end to end"
 for conf in "-t1 -c1" "-t2 -c8"; do
   echo "wrk $conf: $(wrk $conf -d10s -s "$STATE/social.lua" "$URL" | tail -1)"

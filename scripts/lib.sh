@@ -19,3 +19,19 @@ link_target_dir() {
     fi
   fi
 }
+
+# Writes to $1 the wrk script of the social exit: POST /chat "thanks!" with
+# the bench API key, printing p50, p95, p99, req/s and errors.
+social_lua() {
+  cat > "$1" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"text":"thanks!","thread_id":"bench-social"}'
+wrk.headers["Authorization"] = "Bearer bench"
+wrk.headers["Content-Type"] = "application/json"
+done = function(summary, latency, requests)
+  io.write(string.format("p50=%.2fms p95=%.2fms p99=%.2fms req/s=%.0f errors=%d\n",
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000,
+    summary.requests / (summary.duration / 1e6), summary.errors.status + summary.errors.read + summary.errors.timeout))
+end
+LUA
+}

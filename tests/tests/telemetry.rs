@@ -186,7 +186,7 @@ fn one_chat_is_one_span_tree_with_stages_host_calls_and_the_model() {
 }
 
 #[test]
-fn without_an_endpoint_nothing_is_exported_and_stage_calls_stay_composed() {
+fn with_the_sdk_disabled_nothing_is_exported() {
     mneme_e2e::runner_only!("its OpenTelemetry switch");
     let otlp = Receiver::start();
     let b = BackendEnv::new(Backend::Embedded);

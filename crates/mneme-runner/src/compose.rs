@@ -98,13 +98,7 @@ pub fn compose_traced(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec
     let mut stages = Vec::new();
     for (dep, bytes) in deps {
         let mut graph = CompositionGraph::new();
-        let pkg = Package::from_bytes("mneme:dep", None, bytes.clone(), graph.types_mut())
-            .with_context(|| format!("parsing dependency component `{}`", dep.component))?;
-        let pid = graph.register_package(pkg)?;
-        let dep_exports: Vec<String> = graph.types()[graph[pid].ty()].exports.keys().cloned().collect();
-        let dep_imports: Vec<(String, wac_graph::types::ItemKind)> =
-            graph.types()[graph[pid].ty()].imports.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        let inst = graph.instantiate(pid);
+        let (inst, dep_exports, dep_imports) = add_dependency(&mut graph, "mneme:dep", dep, bytes)?;
         let mut serves = Vec::new();
         for import in root_imports.iter().filter(|imp| interface_matches(&dep.key, imp)) {
             let (export, alias) = dep_export(&mut graph, inst, dep, &dep_exports, import)?;
@@ -135,13 +129,7 @@ pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
     let root_inst = graph.instantiate(root_id);
 
     for (i, (dep, bytes)) in deps.iter().enumerate() {
-        let pkg = Package::from_bytes(&format!("mneme:dep{i}"), None, bytes.clone(), graph.types_mut())
-            .with_context(|| format!("parsing dependency component `{}`", dep.component))?;
-        let pid = graph.register_package(pkg)?;
-        let dep_exports: Vec<String> = graph.types()[graph[pid].ty()].exports.keys().cloned().collect();
-        let dep_imports: Vec<(String, wac_graph::types::ItemKind)> =
-            graph.types()[graph[pid].ty()].imports.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        let inst = graph.instantiate(pid);
+        let (inst, dep_exports, dep_imports) = add_dependency(&mut graph, &format!("mneme:dep{i}"), dep, bytes)?;
 
         let targets: Vec<&String> = root_imports.iter().filter(|imp| interface_matches(&dep.key, imp)).collect();
         if targets.is_empty() {
@@ -162,6 +150,26 @@ pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
         graph.export(alias, &name)?;
     }
     graph.encode(EncodeOptions::default()).context("encoding the composed component")
+}
+
+/// A dependency's place in a graph: its instance, its export names and its
+/// imports with their kinds.
+type Added = (wac_graph::NodeId, Vec<String>, Vec<(String, wac_graph::types::ItemKind)>);
+
+/// Registers and instantiates `dep` in `graph` as package `name`.
+fn add_dependency(
+    graph: &mut CompositionGraph,
+    name: &str,
+    dep: &Dependency,
+    bytes: &[u8],
+) -> Result<Added> {
+    let pkg = Package::from_bytes(name, None, bytes.to_vec(), graph.types_mut())
+        .with_context(|| format!("parsing dependency component `{}`", dep.component))?;
+    let pid = graph.register_package(pkg)?;
+    let ty = &graph.types()[graph[pid].ty()];
+    let exports = ty.exports.keys().cloned().collect();
+    let imports = ty.imports.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    Ok((graph.instantiate(pid), exports, imports))
 }
 
 /// The export of `dep` that serves the entry's `import` (the manifest's

@@ -4,6 +4,8 @@
 #   scripts/bench-ab.sh static LABEL=BINARY[,ENV=VALUE...] ...   GET /hello (probe app) and /openapi.yaml
 # Builds run in turn, three rounds; each run gets a fresh database and namespace. ENV pairs after a
 # comma go to that build's process, e.g. traced=target/release/mneme,OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4399
+# The pair AB_APP=DIR runs the app whose spin.toml (and components, by its relative paths) are in DIR,
+# for an A/B of component builds: old=target/release/mneme,AB_APP=/tmp/old-checkout
 source "$(dirname "$0")/lib.sh"
 command -v wrk >/dev/null || { say "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
 kind=${1:?social or static}; shift
@@ -28,12 +30,15 @@ n=0
 for round in 1 2 3; do
   for spec in "$@"; do
     label=${spec%%=*}; rest=${spec#*=}; bin=${rest%%,*}; envs=(); [[ $rest == *,* ]] && IFS=, read -ra envs <<< "${rest#*,}"
+    app=$ROOT
+    for e in "${!envs[@]}"; do [[ ${envs[$e]} == AB_APP=* ]] && { app=${envs[$e]#AB_APP=}; unset "envs[$e]"; }; done
+    envs=("${envs[@]}")
     n=$((n + 1))
     if [ "$kind" = social ]; then
       db="mneme_ab_$$_$n"; psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $db" >/dev/null || die "PostgreSQL on 127.0.0.1:5432 is needed"
       env "${envs[@]}" SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench SPIN_VARIABLE_STORE_NAMESPACE="ab$$n$n" \
         SPIN_VARIABLE_PG_URL="host=127.0.0.1 user=postgres dbname=$db" SPIN_VARIABLE_REDIS_URL="redis://127.0.0.1:6379" \
-        "$bin" up -f "$ROOT/spin.toml" --listen 127.0.0.1:3395 --state-dir "$STATE/s$n" 2>"$STATE/log$n" >/dev/null &
+        "$bin" up -f "$app/spin.toml" --listen 127.0.0.1:3395 --state-dir "$STATE/s$n" 2>"$STATE/log$n" >/dev/null &
       pid=$!; wait_for http://127.0.0.1:3395/health
       wrk -t1 -c1 -d3s -s "$STATE/social.lua" http://127.0.0.1:3395/chat >/dev/null
       [ -n "${AB_SKIP_C1:-}" ] || echo "round $round $label social -c1: $(wrk -t1 -c1 -d10s -s "$STATE/social.lua" http://127.0.0.1:3395/chat | tail -1)"
@@ -47,7 +52,7 @@ for round in 1 2 3; do
       wrk -t1 -c8 -d2s http://127.0.0.1:3396/hello >/dev/null
       echo "round $round $label /hello: $(wrk -t1 -c8 -d10s --latency http://127.0.0.1:3396/hello | grep -E 'Requests/sec|^ +50%' | tr -s ' ' | tr '\n' ' ')"
       kill $pid; wait $pid 2>/dev/null
-      env "${envs[@]}" SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench "$bin" up -f "$ROOT/spin.toml" \
+      env "${envs[@]}" SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench "$bin" up -f "$app/spin.toml" \
         --listen 127.0.0.1:3397 --state-dir "$STATE/a$n" 2>/dev/null >/dev/null &
       pid=$!; wait_for http://127.0.0.1:3397/openapi.yaml
       wrk -t1 -c8 -d2s http://127.0.0.1:3397/openapi.yaml >/dev/null

@@ -22,11 +22,29 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// FNV-1a, enough to tell one build's asset from another's.
-fn etag(bytes: &[u8]) -> String {
-    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-    format!("\"{h:016x}\"")
+/// FNV-1a, enough to tell one build's asset from another's. It runs at
+/// compile time: hashing the 89 KB openapi.yaml on every request was over
+/// half of that route's CPU (#24 item 8, BENCHMARKS "Spin-native, step 3").
+const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325_u64;
+    let mut i = 0;
+    while i < bytes.len() {
+        h = (h ^ bytes[i] as u64).wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    h
 }
+
+/// Each asset's hash, in the order of `ASSETS`.
+const HASHES: [u64; ASSETS.len()] = {
+    let mut out = [0; ASSETS.len()];
+    let mut i = 0;
+    while i < ASSETS.len() {
+        out[i] = fnv1a(ASSETS[i].2);
+        i += 1;
+    }
+    out
+};
 
 fn error(status: u16, code: &str, message: &str, allow: Option<&str>) -> Reply {
     let body = format!(r#"{{"error":{{"code":"{code}","message":"{message}"}}}}"#);
@@ -46,14 +64,14 @@ async fn handle(req: Request) -> Reply {
         return error(413, "payload-too-large", "the request body is over the 4194304-byte limit", None);
     }
     let path = req.uri().path();
-    let Some((_, kind, bytes)) = ASSETS.iter().find(|(p, _, _)| *p == path) else {
+    let Some(((_, kind, bytes), hash)) = ASSETS.iter().zip(HASHES).find(|((p, _, _), _)| *p == path) else {
         return error(404, "not-found", "no such asset", None);
     };
     let head = *req.method() == Method::HEAD;
     if *req.method() != Method::GET && !head {
         return error(405, "method-not-allowed", "use GET", Some("GET, HEAD"));
     }
-    let tag = etag(bytes);
+    let tag = format!("\"{hash:016x}\"");
     let fresh = req
         .headers()
         .get("if-none-match")

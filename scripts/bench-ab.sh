@@ -2,13 +2,15 @@
 # A/B of runner builds on one machine, in one run (docs/BENCHMARKS.md, "Spin-native, step 2"):
 #   scripts/bench-ab.sh social LABEL=BINARY[,ENV=VALUE...] ...   POST /chat "thanks!" on PostgreSQL + Redis
 #   scripts/bench-ab.sh static LABEL=BINARY[,ENV=VALUE...] ...   GET /hello (probe app) and /openapi.yaml
+#   scripts/bench-ab.sh writes LABEL=BINARY[,ENV=VALUE...] ...   POST /documents 300 times, then DELETE
+#                                                                  150 of them, on PostgreSQL + Redis
 # Builds run in turn, three rounds; each run gets a fresh database and namespace. ENV pairs after a
 # comma go to that build's process, e.g. traced=target/release/mneme,OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4399
 # The pair AB_APP=DIR runs the app whose spin.toml (and components, by its relative paths) are in DIR,
 # for an A/B of component builds: old=target/release/mneme,AB_APP=/tmp/old-checkout
 source "$(dirname "$0")/lib.sh"
 command -v wrk >/dev/null || { say "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
-kind=${1:?social or static}; shift
+kind=${1:?social, static or writes}; shift
 [ $# -gt 0 ] || die "name at least one LABEL=BINARY"
 STATE="$(mktemp -d)"; export MNEME_CACHE_DIR="$STATE/cache" MNEME_MODELS_DIR="${MNEME_MODELS_DIR:-$HOME/.cache/mneme/ai-models}"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$STATE"' EXIT
@@ -34,7 +36,33 @@ for round in 1 2 3; do
     for e in "${!envs[@]}"; do [[ ${envs[$e]} == AB_APP=* ]] && { app=${envs[$e]#AB_APP=}; unset "envs[$e]"; }; done
     envs=("${envs[@]}")
     n=$((n + 1))
-    if [ "$kind" = social ]; then
+    if [ "$kind" = writes ]; then
+      db="mneme_ab_$$_$n"; psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $db" >/dev/null || die "PostgreSQL on 127.0.0.1:5432 is needed"
+      env "${envs[@]}" SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench SPIN_VARIABLE_STORE_NAMESPACE="ab$$n$n" \
+        SPIN_VARIABLE_PG_URL="host=127.0.0.1 user=postgres dbname=$db" SPIN_VARIABLE_REDIS_URL="redis://127.0.0.1:6379" \
+        "$bin" up -f "$app/spin.toml" --listen 127.0.0.1:3395 --state-dir "$STATE/s$n" 2>"$STATE/log$n" >/dev/null &
+      pid=$!; wait_for http://127.0.0.1:3395/health
+      python3 - "$round" "$label" <<'PY'
+import http.client, json, statistics, sys, time
+c = http.client.HTTPConnection("127.0.0.1", 3395)
+def call(method, path, body=None):
+    t = time.perf_counter()
+    c.request(method, path, body=body, headers={"authorization": "Bearer bench", "content-type": "application/json"})
+    r = c.getresponse(); r.read()
+    assert r.status in (200, 201), (method, path, r.status)
+    return (time.perf_counter() - t) * 1000
+def doc(i):
+    return json.dumps({"id": f"ab-{i}", "title": f"Note {i}", "text": f"Training note {i}: sessions per week and missed workouts decide progress."})
+for i in range(20):
+    call("POST", "/documents", doc(10_000 + i))
+posts = [call("POST", "/documents", doc(i)) for i in range(300)]
+deletes = [call("DELETE", f"/documents/ab-{i}") for i in range(0, 300, 2)]
+q = lambda xs: (statistics.median(xs), statistics.quantiles(xs, n=20)[18])
+print("round %s %s POST /documents p50=%.2fms p95=%.2fms; DELETE p50=%.2fms p95=%.2fms" % (sys.argv[1], sys.argv[2], *q(posts), *q(deletes)))
+PY
+      kill $pid; wait $pid 2>/dev/null
+      psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null
+    elif [ "$kind" = social ]; then
       db="mneme_ab_$$_$n"; psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $db" >/dev/null || die "PostgreSQL on 127.0.0.1:5432 is needed"
       env "${envs[@]}" SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench SPIN_VARIABLE_STORE_NAMESPACE="ab$$n$n" \
         SPIN_VARIABLE_PG_URL="host=127.0.0.1 user=postgres dbname=$db" SPIN_VARIABLE_REDIS_URL="redis://127.0.0.1:6379" \

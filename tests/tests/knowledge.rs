@@ -638,3 +638,166 @@ fn a_failing_model_retries_the_job_then_fails_it_and_a_reingest_requeues_it() {
         assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
     }
 }
+
+/// The search index's sequence numbers and the signature blocks' of one
+/// corpus, read from the database itself, each sorted (duplicates kept).
+fn index_and_blocks(app: &App, b: &BackendEnv, corpus: &str) -> (Vec<i64>, Vec<i64>) {
+    let seqs_of = |blob: &[u8]| -> Vec<i64> {
+        blob.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>()
+    };
+    let (mut index, mut blocks) = match &b.pg {
+        Some(db) => {
+            let mut c = db.client();
+            let index: Vec<i64> = c
+                .query("SELECT seq FROM search_index WHERE corpus = $1", &[&corpus])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let blocks: Vec<i64> = c
+                .query("SELECT n, seqs FROM vector_blocks WHERE corpus = $1", &[&corpus])
+                .unwrap()
+                .iter()
+                .flat_map(|r| {
+                    let s = seqs_of(r.get(1));
+                    assert_eq!(s.len() as i64, r.get::<_, i64>(0), "a block's n counts its signatures");
+                    s
+                })
+                .collect();
+            (index, blocks)
+        }
+        None => {
+            let c = rusqlite::Connection::open(app.state.path().join("sqlite_db.db")).unwrap();
+            let mut q = c.prepare("SELECT seq FROM search_index WHERE corpus = ?1").unwrap();
+            let index: Vec<i64> = q.query_map([corpus], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+            let mut q = c.prepare("SELECT n, seqs FROM vector_blocks WHERE corpus = ?1").unwrap();
+            let blocks: Vec<(i64, Vec<u8>)> =
+                q.query_map([corpus], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+            let blocks: Vec<i64> = blocks
+                .iter()
+                .flat_map(|(n, blob)| {
+                    let s = seqs_of(blob);
+                    assert_eq!(s.len() as i64, *n, "a block's n counts its signatures");
+                    s
+                })
+                .collect();
+            (index, blocks)
+        }
+    };
+    index.sort_unstable();
+    blocks.sort_unstable();
+    (index, blocks)
+}
+
+/// Issue #25 item 4: twenty writers at once (sixteen posting documents,
+/// four running the knowledge tick that writes entries) lose no row and
+/// no signature, and no signature is written twice; deleting half the
+/// documents takes their signatures out of the blocks, so a search never
+/// returns a deleted id and the vector scan shrinks with the store.
+#[test]
+fn concurrent_writers_lose_no_signature_and_deletes_compact_the_scan() {
+    const WRITERS: usize = 16;
+    const EACH: usize = 5;
+    let doc = |t: usize, i: usize| format!("doc-w{t}-{i}");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let jobs: Vec<String> = [
+            "move payroll to a new provider because the old one failed an audit",
+            "hire a second designer because the research backlog keeps growing",
+            "sunset the mobile beta because fewer than ten people opened it",
+            "rent a bigger warehouse because orders doubled since spring",
+            "translate the docs into Spanish because a third of signups are from Latin America",
+            "freeze the pricing page because every change confused customers",
+        ]
+        .iter()
+        .map(|d| ingest(&app, &format!("We decided to {d}."), "2026-11-01"))
+        .collect();
+        std::thread::scope(|s| {
+            for t in 0..WRITERS {
+                let app = &app;
+                s.spawn(move || {
+                    for i in 0..EACH {
+                        let body = json!({"id": doc(t, i), "title": format!("Field note {t}.{i}"),
+                            "text": format!("Field note about topic quill{t}x{i}: sessions, budgets and the plan number {i}.")});
+                        let r = post(app, "/documents", body);
+                        assert_eq!(r.status, 201, "writer {t}, document {i}: {}", r.body);
+                    }
+                });
+            }
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..3 {
+                        tick(&app);
+                    }
+                });
+            }
+        });
+        for j in &jobs {
+            assert_eq!(finish(&app, j)["status"], "done", "{backend:?}");
+        }
+        let (index, blocks) = index_and_blocks(&app, &b, "document");
+        assert_eq!(index.len(), WRITERS * EACH, "{backend:?}: every document has its row");
+        assert_eq!(blocks, index, "{backend:?}: every document has exactly one signature");
+        let (entries, entry_sigs) = index_and_blocks(&app, &b, "knowledge");
+        assert!(entries.len() >= 6, "{backend:?}: the ingests wrote entries: {entries:?}");
+        assert_eq!(entry_sigs, entries, "{backend:?}: every entry has exactly one signature");
+
+        // Blocks written before migration 0012 have no bounds; the first
+        // removal must read them whole and give them their bounds.
+        let unbound = "UPDATE vector_blocks SET lo = NULL, hi = NULL WHERE corpus = 'document'";
+        match &b.pg {
+            Some(db) => assert!(db.client().execute(unbound, &[]).unwrap() > 0),
+            None => assert!(
+                rusqlite::Connection::open(app.state.path().join("sqlite_db.db"))
+                    .unwrap()
+                    .execute(unbound, [])
+                    .unwrap()
+                    > 0
+            ),
+        }
+
+        // Delete every other document, from eight threads at once.
+        let deleted: Vec<String> = (0..WRITERS)
+            .flat_map(|t| (0..EACH).map(move |i| (t, i)))
+            .filter(|(t, i)| (t + i) % 2 == 0)
+            .map(|(t, i)| doc(t, i))
+            .collect();
+        std::thread::scope(|s| {
+            for part in deleted.chunks(deleted.len().div_ceil(8)) {
+                let app = &app;
+                s.spawn(move || {
+                    let a = bearer();
+                    for id in part {
+                        let r =
+                            app.request("DELETE", &format!("/documents/{id}"), &[("authorization", a.as_str())], None);
+                        assert_eq!(r.status, 200, "DELETE {id}: {}", r.body);
+                    }
+                });
+            }
+        });
+        let (index, blocks) = index_and_blocks(&app, &b, "document");
+        assert_eq!(index.len(), WRITERS * EACH - deleted.len(), "{backend:?}");
+        assert_eq!(
+            blocks, index,
+            "{backend:?}: the blocks hold exactly the documents left, so the scan shrank by half"
+        );
+        assert_eq!(index_and_blocks(&app, &b, "knowledge").1, entries, "{backend:?}: other corpora untouched");
+
+        for mode in ["vector", "hybrid", "text"] {
+            for (t, i) in [(0, 0), (3, 1), (2, 1), (4, 3), (15, 4)] {
+                let hits = get(&app, &format!("/search?q=topic%20quill{t}x{i}&k=50&corpus=document&mode={mode}"));
+                let ids: Vec<&str> =
+                    hits["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+                assert!(
+                    ids.iter().all(|id| !deleted.iter().any(|d| d == id)),
+                    "{backend:?} {mode}: a deleted id came back: {ids:?}"
+                );
+                let kept = (t + i) % 2 == 1;
+                if kept && mode != "vector" {
+                    assert_eq!(ids.first().copied(), Some(doc(t, i).as_str()), "{backend:?} {mode}: {hits}");
+                }
+            }
+        }
+    }
+}

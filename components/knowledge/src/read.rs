@@ -240,7 +240,7 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
         .sql
         .transaction(async |sql: &Sql| {
             for ((d, e), id) in documents.iter().zip(&embeddings).zip(&ids) {
-                let fail = |f: Fail| mneme_store::StoreError::new("internal", f.message);
+                let fail = mneme_substrate::as_store_error;
                 search::remove(sql, "document", id).await.map_err(fail)?;
                 let title = d.title.clone().unwrap_or_else(|| validate::derive_topic(&d.text));
                 let meta = json!({"source_url": d.source_url, "source_date": d.source_date});
@@ -256,7 +256,12 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
 /// Removes a document from the vault search.
 pub async fn delete_document(id: &str) -> Result<()> {
     let stores = Stores::open().await?;
-    let n = search::remove(&stores.sql, "document", id).await?;
+    let n = stores
+        .sql
+        .transaction(async |sql: &Sql| {
+            search::remove(sql, "document", id).await.map_err(mneme_substrate::as_store_error)
+        })
+        .await?;
     if n == 0 {
         return Err(Fail::new("not-found", format!("no document `{id}`")));
     }

@@ -89,6 +89,15 @@ impl Block {
         self.seqs.push(seq);
         self.sigs.push(sig);
     }
+
+    /// Keeps the items whose sequence number `keep` accepts, in order.
+    pub fn retain(&mut self, keep: impl Fn(i64) -> bool) {
+        let kept: Vec<bool> = self.seqs.iter().map(|&s| keep(s)).collect();
+        let mut flags = kept.iter();
+        self.seqs.retain(|_| *flags.next().expect("one flag per item"));
+        let mut flags = kept.iter();
+        self.sigs.retain(|_| *flags.next().expect("one flag per item"));
+    }
 }
 
 /// The `n` sequence numbers nearest to `query` by Hamming distance across
@@ -198,6 +207,19 @@ mod tests {
         assert_eq!(s.len(), 6);
         assert_eq!((s[0], s[1], s[2]), (1, 2, 0));
         assert_eq!(hamming(&s, &signature(&vec![-1.0; 384])), 2);
+    }
+
+    #[test]
+    fn retain_keeps_each_seq_with_its_own_signature() {
+        let mut b = Block::default();
+        for s in 1..=5 {
+            b.push(s, vec![s as u64 * 10, s as u64 * 100]);
+        }
+        b.retain(|s| s % 2 == 1);
+        assert_eq!(b.seqs, vec![1, 3, 5]);
+        assert_eq!(b.sigs, vec![vec![10, 100], vec![30, 300], vec![50, 500]]);
+        b.retain(|_| false);
+        assert_eq!(b, Block::default());
     }
 
     #[test]

@@ -157,12 +157,7 @@ pub fn compose(root: &[u8], deps: &[(Dependency, Vec<u8>)]) -> Result<Vec<u8>> {
 type Added = (wac_graph::NodeId, Vec<String>, Vec<(String, wac_graph::types::ItemKind)>);
 
 /// Registers and instantiates `dep` in `graph` as package `name`.
-fn add_dependency(
-    graph: &mut CompositionGraph,
-    name: &str,
-    dep: &Dependency,
-    bytes: &[u8],
-) -> Result<Added> {
+fn add_dependency(graph: &mut CompositionGraph, name: &str, dep: &Dependency, bytes: &[u8]) -> Result<Added> {
     let pkg = Package::from_bytes(name, None, bytes.to_vec(), graph.types_mut())
         .with_context(|| format!("parsing dependency component `{}`", dep.component))?;
     let pid = graph.register_package(pkg)?;

@@ -3,6 +3,8 @@
 //! its text for full-text search (SQLite FTS5 / PostgreSQL tsvector), its
 //! embedding in `search_vectors`, and the embedding's sign bits packed into
 //! `vector_blocks` for the Hamming scan. Candidate generation here; ranking is the caller's.
+//! Removing an item rewrites its block without its signature, so the scan
+//! holds exactly the indexed items.
 
 use crate::{Fail, Result, bytes_f32, f32_bytes, in_list};
 use mneme_knowledge::fusion::{self, Block, Mode};
@@ -48,14 +50,11 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
 /// The block is read, changed and written back, so two writers must not do
 /// it at once: on SQLite every write transaction already holds the write
 /// lock (`BEGIN IMMEDIATE`); on Postgres the corpus's transaction-scoped
-/// advisory lock queues them. Without it, concurrent document batches lost
-/// signatures or collided on a new block's key (a 500). A transaction that
-/// publishes takes the event lock first (D-C21), so the two locks are always
-/// taken in the same order.
+/// advisory lock queues them ([`lock_blocks`]). Without it, concurrent
+/// document batches lost signatures or collided on a new block's key (a
+/// 500).
 async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> Result<()> {
-    if sql.kind() == mneme_store::sql::SqlKind::Postgres {
-        sql.execute("SELECT pg_advisory_xact_lock(hashtext('vector_blocks:' || $1))", &[corpus.into()]).await?;
-    }
+    lock_blocks(sql, corpus).await?;
     let last = sql
         .query(
             "SELECT block, n, seqs, sigs FROM vector_blocks WHERE corpus = $1 ORDER BY block DESC LIMIT 1",
@@ -64,15 +63,9 @@ async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> R
         .await?;
     match last.first() {
         Some(r) if (r.i64("n")? as usize) < fusion::BLOCK_SIZE => {
-            let mut b = Block::decode(&r.blob("seqs")?, &r.blob("sigs")?, SIG_WORDS)
-                .ok_or_else(|| Fail::new("internal", "a vector block is corrupt"))?;
+            let mut b = decode(r)?;
             b.push(seq, sig);
-            let (seqs, sigs) = b.encode();
-            sql.execute(
-                "UPDATE vector_blocks SET n = $3, seqs = $4, sigs = $5 WHERE corpus = $1 AND block = $2",
-                &[corpus.into(), r.i64("block")?.into(), (b.seqs.len() as i64).into(), seqs.into(), sigs.into()],
-            )
-            .await?;
+            write_block(sql, corpus, r.i64("block")?, &b).await?;
         }
         other => {
             let block = match other {
@@ -83,8 +76,8 @@ async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> R
             b.push(seq, sig);
             let (seqs, sigs) = b.encode();
             sql.execute(
-                "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs) VALUES ($1, $2, 1, $3, $4)",
-                &[corpus.into(), block.into(), seqs.into(), sigs.into()],
+                "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ($1, $2, 1, $3, $4, $5, $5)",
+                &[corpus.into(), block.into(), seqs.into(), sigs.into(), seq.into()],
             )
             .await?;
         }
@@ -92,18 +85,83 @@ async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> R
     Ok(())
 }
 
-/// Removes an item and its embedding from search (its signature's sign
-/// bits stay in their block and are skipped at re-scoring, where the row is
-/// gone).
-pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
+/// Queues writers of a corpus's signature blocks on Postgres (SQLite's
+/// write transaction already excludes them). A transaction that publishes
+/// takes the event lock first (D-C21), so the two locks are always taken in
+/// the same order. Re-entrant within a transaction.
+async fn lock_blocks(sql: &Sql, corpus: &str) -> Result<()> {
+    if sql.kind() == SqlKind::Postgres {
+        sql.execute("SELECT pg_advisory_xact_lock(hashtext('vector_blocks:' || $1))", &[corpus.into()]).await?;
+    }
+    Ok(())
+}
+
+fn decode(r: &Row) -> Result<Block> {
+    Block::decode(&r.blob("seqs")?, &r.blob("sigs")?, SIG_WORDS)
+        .ok_or_else(|| Fail::new("internal", "a vector block is corrupt"))
+}
+
+/// Writes a non-empty block back with its count and sequence bounds.
+async fn write_block(sql: &Sql, corpus: &str, block: i64, b: &Block) -> Result<()> {
+    let (lo, hi) = (b.seqs.iter().min().copied(), b.seqs.iter().max().copied());
+    let (seqs, sigs) = b.encode();
     sql.execute(
-        "DELETE FROM search_vectors WHERE seq IN (SELECT seq FROM search_index WHERE corpus = $1 AND ref_id = $2)",
-        &[corpus.into(), ref_id.into()],
+        "UPDATE vector_blocks SET n = $3, seqs = $4, sigs = $5, lo = $6, hi = $7 WHERE corpus = $1 AND block = $2",
+        &[corpus.into(), block.into(), (b.seqs.len() as i64).into(), seqs.into(), sigs.into(), lo.into(), hi.into()],
     )
     .await?;
-    Ok(sql
+    Ok(())
+}
+
+/// Removes an item, its embedding and its signatures from search, and
+/// returns how many rows it had. Call inside a transaction: the rows and
+/// the blocks change together.
+pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
+    let seqs: Vec<i64> = sql
+        .query("SELECT seq FROM search_index WHERE corpus = $1 AND ref_id = $2", &[corpus.into(), ref_id.into()])
+        .await?
+        .iter()
+        .map(|r| r.i64("seq"))
+        .collect::<std::result::Result<_, _>>()?;
+    if seqs.is_empty() {
+        return Ok(0);
+    }
+    let params: Vec<Value> = seqs.iter().map(|s| Value::from(*s)).collect();
+    sql.execute(&format!("DELETE FROM search_vectors WHERE seq IN ({})", in_list(1, seqs.len())), &params).await?;
+    let n = sql
         .execute("DELETE FROM search_index WHERE corpus = $1 AND ref_id = $2", &[corpus.into(), ref_id.into()])
-        .await?)
+        .await?;
+    drop_signatures(sql, corpus, &seqs).await?;
+    Ok(n)
+}
+
+/// Rewrites the blocks that hold any of `seqs` without them, so the scan
+/// never reads a removed item's signature and shrinks as items go; a block
+/// left empty is deleted. The bounds index finds the blocks; one written
+/// before it (NULL bounds) is read, and gets its bounds on the way.
+async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64]) -> Result<()> {
+    let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else { return Ok(()) };
+    lock_blocks(sql, corpus).await?;
+    let rows = sql
+        .query(
+            "SELECT block, seqs, sigs, lo FROM vector_blocks
+             WHERE corpus = $1 AND (lo IS NULL OR (hi >= $2 AND lo <= $3))",
+            &[corpus.into(), lo.into(), hi.into()],
+        )
+        .await?;
+    for r in &rows {
+        let block = r.i64("block")?;
+        let mut b = decode(r)?;
+        let before = b.seqs.len();
+        b.retain(|s| !seqs.contains(&s));
+        if b.seqs.is_empty() {
+            sql.execute("DELETE FROM vector_blocks WHERE corpus = $1 AND block = $2", &[corpus.into(), block.into()])
+                .await?;
+        } else if b.seqs.len() < before || r.opt_i64("lo")?.is_none() {
+            write_block(sql, corpus, block, &b).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Rewrites an item's text (its embedding is unchanged).
@@ -256,10 +314,7 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str]) -> Result<Vec<Block>> {
         .await?;
     let mut blocks = Vec::with_capacity(rows.len());
     for r in &rows {
-        blocks.push(
-            Block::decode(&r.blob("seqs")?, &r.blob("sigs")?, SIG_WORDS)
-                .ok_or_else(|| Fail::new("internal", "a vector block is corrupt"))?,
-        );
+        blocks.push(decode(r)?);
     }
     Ok(blocks)
 }

@@ -260,8 +260,8 @@ fn seed_pg(c: &mut postgres::Client, n: usize, texts: &[String], rng: &mut Rng) 
     for (i, b) in blocks.iter().enumerate() {
         let (seqs, sigs) = b.encode();
         tx.execute(
-            "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs) VALUES ('knowledge', $1, $2, $3, $4)",
-            &[&(first + i as i64), &(b.seqs.len() as i64), &seqs, &sigs],
+            "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ('knowledge', $1, $2, $3, $4, $5, $6)",
+            &[&(first + i as i64), &(b.seqs.len() as i64), &seqs, &sigs, &b.seqs.iter().min(), &b.seqs.iter().max()],
         )
         .unwrap();
     }
@@ -308,8 +308,8 @@ fn seed_sqlite(path: &std::path::Path, n: usize, texts: &[String], rng: &mut Rng
     for (i, b) in blocks.iter().enumerate() {
         let (seqs, sigs) = b.encode();
         tx.execute(
-            "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs) VALUES ('knowledge', ?1, ?2, ?3, ?4)",
-            rusqlite::params![first + i as i64, b.seqs.len() as i64, seqs, sigs],
+            "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ('knowledge', ?1, ?2, ?3, ?4, ?5, ?6)",
+            rusqlite::params![first + i as i64, b.seqs.len() as i64, seqs, sigs, b.seqs.iter().min(), b.seqs.iter().max()],
         )
         .unwrap();
     }

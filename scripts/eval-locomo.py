@@ -7,7 +7,13 @@ question's evidence turns found in the top k. One conversation at a time:
 the store is emptied between conversations, so a question only sees its own
 conversation, as in the dataset's baselines.
 
-Usage: eval-locomo.py BASE_URL API_KEY [--dump FILE]
+Recall is reported for conversations 0-4 (`fit`: the only ones any constant,
+weight or choice of the retrieval may be fitted on), 5-9 (`held_out`) and all
+ten (issue #25).
+
+Usage: eval-locomo.py BASE_URL API_KEY [--dump FILE] [--context N]
+--context N indexes each turn with the text of the N turns before and after it
+in its session (a lever of issue #25, measured client-side before the app does it).
 Reads nothing but the dataset and the API; prints a JSON summary.
 """
 
@@ -19,6 +25,7 @@ import urllib.request
 
 MODES = ["text", "vector", "hybrid"]
 KS = [1, 5, 10, 20]
+SPLITS = {"fit": range(0, 5), "held_out": range(5, 10), "all": range(0, 10)}
 
 
 def call(base, key, method, path, body=None):
@@ -31,14 +38,26 @@ def call(base, key, method, path, body=None):
         return json.loads(r.read())
 
 
-def turns(conv):
+def mean(xs):
+    return round(sum(xs) / len(xs), 3) if xs else None
+
+
+def turns(conv, context=0):
     c = conv["conversation"]
     n = 1
     while f"session_{n}" in c:
-        for t in c[f"session_{n}"]:
+        session = c[f"session_{n}"]
+        texts = []
+        for t in session:
             text = f"{t['speaker']}: {t['text']}"
             if t.get("blip_caption"):
                 text += f" [image: {t['blip_caption']}]"
+            texts.append(text)
+        for i, t in enumerate(session):
+            text = texts[i]
+            if context:
+                around = texts[max(0, i - context) : i] + texts[i + 1 : i + 1 + context]
+                text += " (context: " + " ".join(around) + ")"
             yield {"id": t["dia_id"], "title": t["speaker"], "text": text}
         n += 1
 
@@ -46,21 +65,24 @@ def turns(conv):
 def main():
     base, key = sys.argv[1].rstrip("/"), sys.argv[2]
     dump = sys.argv[sys.argv.index("--dump") + 1] if "--dump" in sys.argv else None
+    context = int(sys.argv[sys.argv.index("--context") + 1]) if "--context" in sys.argv else 0
     data = json.load(open(sys.path[0] + "/../../shared/data/locomo10.json"))
     hits = {m: {k: [] for k in KS} for m in MODES}
+    conv_of = []
     latency = {m: [] for m in MODES}
     raw = []
     started = time.time()
-    for conv in data:
+    for ci, conv in enumerate(data):
         call(base, key, "DELETE", "/privacy/delete-all?confirm=true")
-        docs = list(turns(conv))
+        docs = list(turns(conv, context))
         for i in range(0, len(docs), 128):
             call(base, key, "POST", "/documents", {"documents": docs[i : i + 128]})
         for qa in conv["qa"]:
             if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
                 continue
             gold = set(e.strip() for e in qa["evidence"])
-            row = {"q": qa["question"], "gold": sorted(gold)}
+            row = {"conv": ci, "q": qa["question"], "gold": sorted(gold)}
+            conv_of.append(ci)
             for m in MODES:
                 q = urllib.parse.urlencode({"q": qa["question"], "k": 20, "corpus": "document", "mode": m})
                 t0 = time.perf_counter()
@@ -74,7 +96,14 @@ def main():
     summary = {
         "questions": len(raw),
         "seconds": round(time.time() - started, 1),
-        "recall": {m: {f"@{k}": round(sum(v) / len(v), 3) for k, v in hits[m].items()} for m in MODES},
+        "questions_per_split": {s: sum(1 for c in conv_of if c in r) for s, r in SPLITS.items()},
+        "recall": {
+            split: {
+                m: {f"@{k}": mean([h for h, c in zip(v, conv_of) if c in convs]) for k, v in hits[m].items()}
+                for m in MODES
+            }
+            for split, convs in SPLITS.items()
+        },
         "search_ms_p50": {m: round(sorted(v)[len(v) // 2], 1) for m, v in latency.items()},
         "search_ms_p95": {m: round(sorted(v)[int(len(v) * 0.95)], 1) for m, v in latency.items()},
     }

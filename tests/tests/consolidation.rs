@@ -524,3 +524,47 @@ fn forgetting_a_topic_forgets_the_episodes_built_from_it() {
         assert!(search("tomato%20garden%20compost").contains(&kept[0]));
     }
 }
+
+/// The drain ticks report every queue they drain with its exact number of
+/// waiting jobs, past any page size (the runner exports it as
+/// `mneme.queue.depth`). Jobs whose retry time lies far ahead wait through
+/// the tick, so the counts are known.
+#[test]
+fn drain_ticks_report_exact_queue_depths() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = App::start("spin.toml", &test_env(&b, None));
+        let waiting = [("memory-chunker-queue", 3), ("semantic_consolidation_queue", 601), ("tool-queue", 750)];
+        let insert = "INSERT INTO jobs (queue, payload, status, attempts, lease_until_ms, created_ms, updated_ms) \
+                      VALUES ($1, '{}', 'queued', 1, 9000000000000000, 1, 1)";
+        match &b.pg {
+            Some(db) => {
+                let mut c = db.client();
+                for (queue, n) in waiting {
+                    for _ in 0..n {
+                        c.execute(insert, &[&queue]).unwrap();
+                    }
+                }
+            }
+            None => {
+                let mut c = rusqlite::Connection::open(app.state.path().join("sqlite_db.db")).unwrap();
+                let tx = c.transaction().unwrap();
+                for (queue, n) in waiting {
+                    for _ in 0..n {
+                        tx.execute(&insert.replace("$1", "?1"), [queue]).unwrap();
+                    }
+                }
+                tx.commit().unwrap();
+            }
+        }
+        let auth = [("authorization", mneme_e2e::CRON_AUTH)];
+        let consolidate = app.request("POST", "/tick/consolidate", &auth, None).json();
+        assert_eq!(
+            consolidate["result"]["queued"],
+            json!({"memory-chunker-queue": 3, "episodic-memory-queue": 0, "semantic_consolidation_queue": 601}),
+            "{backend:?}: {consolidate}"
+        );
+        let tools = app.request("POST", "/tick/tools", &auth, None).json();
+        assert_eq!(tools["result"]["queued"], json!({"tool-queue": 750}), "{backend:?}: {tools}");
+    }
+}

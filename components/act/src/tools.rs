@@ -17,7 +17,7 @@ use mneme_substrate::{Fail, Result, bytes_f32, embed, f32_bytes};
 use mneme_types::conversation::{ClaimedToolJob, CorrectionRate, Delivery, JobClaim, RelevantTool, Taken, ToolOutcome};
 
 /// The queue Path B's jobs wait on.
-pub const QUEUE: &str = "tool-queue";
+pub const QUEUE: &str = mneme_background::TOOL_QUEUE;
 /// How long `sse_pending:{request_id}` tells `/chat` a worker will answer.
 pub const PENDING_TTL_MS: u64 = 600_000;
 /// A job whose lease ran out this many times is failed.

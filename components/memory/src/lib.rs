@@ -52,6 +52,10 @@ impl Guest for Stage {
     async fn jobs(queue: Option<String>, status: Option<String>, limit: u32) -> Result<Vec<Job>, StageError> {
         Ok(read::jobs(queue, status, limit).await?)
     }
+
+    async fn queue_depths(queues: Vec<String>) -> Result<Vec<(String, u64)>, StageError> {
+        Ok(read::queue_depths(&queues).await?)
+    }
 }
 
 export!(Stage);

@@ -221,3 +221,29 @@ pub async fn jobs(queue: Option<String>, status: Option<String>, limit: u32) -> 
         .collect::<std::result::Result<_, mneme_store::StoreError>>()?;
     Ok(jobs)
 }
+
+/// How many jobs wait in each queue asked, in the order asked. One
+/// `COUNT` over the `(queue, status, id)` index: it reads only the waiting
+/// rows, however long the finished history grows.
+pub async fn queue_depths(queues: &[String]) -> Result<Vec<(String, u64)>> {
+    if queues.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stores = Stores::open().await?;
+    let params: Vec<Value> = queues.iter().map(|q| Value::from(q.as_str())).collect();
+    let rows = stores
+        .sql
+        .query(
+            &format!(
+                "SELECT queue, COUNT(*) AS n FROM jobs WHERE status = 'queued' AND queue IN ({}) GROUP BY queue",
+                mneme_substrate::in_list(1, queues.len())
+            ),
+            &params,
+        )
+        .await?;
+    let mut counted = std::collections::HashMap::new();
+    for r in &rows {
+        counted.insert(r.text("queue")?, r.i64("n")? as u64);
+    }
+    Ok(queues.iter().map(|q| (q.clone(), counted.get(q).copied().unwrap_or(0))).collect())
+}

@@ -121,8 +121,11 @@ async fn handle(req: Request) -> impl IntoResponse {
     let outcome = match outcome {
         Ok(mut result) if matches!(job.as_str(), "consolidate" | "tools") && result.is_object() => {
             use mneme_background::consolidate::{CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE};
-            let drained: &[&str] =
-                if job == "consolidate" { &[CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE] } else { &[] };
+            let drained: &[&str] = if job == "consolidate" {
+                &[CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE]
+            } else {
+                &[mneme_background::TOOL_QUEUE]
+            };
             result["queued"] = queued(drained).await;
             Ok(result)
         }
@@ -144,20 +147,12 @@ async fn handle(req: Request) -> impl IntoResponse {
     }
 }
 
-/// Jobs still queued after a drain, by queue (counted up to 1,000), with
-/// the `drained` queues listed even when empty: what an operator watches to
-/// see the drains keep up, and the runner exports as `mneme.queue.depth`.
-/// `null` if the store could not say.
+/// Jobs still queued after a drain, in each queue the tick drains: what
+/// an operator watches to see the drains keep up, and the runner exports as
+/// `mneme.queue.depth`. `null` if the store could not say.
 async fn queued(drained: &[&str]) -> serde_json::Value {
-    match memory::jobs(None, Some("queued".into()), 1000).await {
-        Ok(jobs) => {
-            let mut depth: std::collections::BTreeMap<String, u32> =
-                drained.iter().map(|q| (q.to_string(), 0)).collect();
-            for j in jobs {
-                *depth.entry(j.queue).or_default() += 1;
-            }
-            json!(depth)
-        }
+    match memory::queue_depths(drained.iter().map(ToString::to_string).collect::<Vec<_>>()).await {
+        Ok(depths) => json!(depths.into_iter().collect::<std::collections::BTreeMap<String, u64>>()),
         Err(_) => serde_json::Value::Null,
     }
 }

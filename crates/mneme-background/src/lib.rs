@@ -10,6 +10,10 @@ pub mod drift;
 pub mod regulator;
 pub mod tasks;
 
+/// The queue Path B's tool jobs wait on (`components/act` enqueues and
+/// claims them; `/tick/tools` drains it and reports its depth).
+pub const TOOL_QUEUE: &str = "tool-queue";
+
 /// A draw in `[0, 1)`, clamped so a caller's 1.0 cannot escape a range.
 pub fn unit(r: f64) -> f64 {
     if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0 - f64::EPSILON) }

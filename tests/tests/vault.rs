@@ -306,6 +306,42 @@ fn push_sends_skipped_and_dismissed_through_the_rec_api() {
     }
 }
 
+/// An edit saved the way Obsidian on Windows saves it (a byte-order mark,
+/// CRLF line endings, plain and block YAML values) goes through; a file
+/// whose frontmatter is not YAML fails by its name and line, and is kept.
+#[test]
+fn push_reads_frontmatter_as_editors_save_it() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = App::start("spin.toml", &test_env(&b, None));
+        let [(skip_id, skip_art), (_, broken_art)] = two_recs(&app);
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("vault");
+        pull(&app, &d);
+        let windows = |text: String| format!("\u{feff}{}", text.replace('\n', "\r\n"));
+        let md = read(&d, &skip_art)
+            .replace("status: \"open\"", "status: skipped\noutcome_note: |\n  Travelling all week.\n  Back on Monday.");
+        std::fs::write(d.join(&skip_art), windows(md)).unwrap();
+        let broken = read(&d, &broken_art).replace("status: \"open\"", "status: dismissed\nnote: a: b");
+        let line = broken.lines().position(|l| l == "note: a: b").unwrap() + 1;
+        std::fs::write(d.join(&broken_art), windows(broken)).unwrap();
+        let (ok, out) = push(&app, &d);
+        assert!(!ok, "a failed file fails the push: {out}");
+        assert!(out.contains(&format!("sent     {skip_art}: {skip_id} is acted")), "{backend:?}: {out}");
+        assert!(
+            out.contains(&format!("{broken_art}: its frontmatter could not be read (line {line}:")),
+            "{backend:?}: {out}"
+        );
+        let skipped = rec(&app, &skip_id);
+        assert_eq!(
+            (skipped["acted_disposition"].as_str(), skipped["outcome_note"].as_str()),
+            (Some("skipped"), Some("Travelling all week.\nBack on Monday.")),
+            "{skipped}"
+        );
+        assert!(read(&d, &broken_art).contains("note: a: b"), "the broken file is kept as the principal left it");
+    }
+}
+
 /// A loopback address nothing listens on.
 fn dead_url() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

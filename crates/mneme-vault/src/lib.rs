@@ -23,10 +23,11 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use mneme_rx::artifact::frontmatter_field;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+
+pub mod frontmatter;
 
 const STATE: &str = ".mneme/vault.json";
 const REPLACED: &str = ".mneme/replaced";
@@ -59,8 +60,8 @@ fn sha(bytes: &[u8]) -> String {
 fn pulled(content: &[u8]) -> Pulled {
     let status = std::str::from_utf8(content)
         .ok()
-        .and_then(|md| frontmatter_field(md, "status"))
-        .and_then(|v| v.as_str().map(str::to_string));
+        .and_then(|md| frontmatter::parse(md).ok().flatten())
+        .and_then(|f| f.get("status").and_then(Value::as_str).map(str::to_string));
     Pulled { sha256: sha(content), status }
 }
 
@@ -119,7 +120,13 @@ pub struct Change {
 /// as pulled (only parts the store owns changed), `Err` when the edit is
 /// not one the design allows or lacks a detail.
 pub fn change_for(local_md: &str, last_status: Option<&str>) -> Result<Option<Change>, String> {
-    let text = |k: &str| frontmatter_field(local_md, k).and_then(|v| v.as_str().map(str::to_string));
+    let fields = match frontmatter::parse(local_md) {
+        Ok(f) => f.unwrap_or_default(),
+        Err(e) => return Err(format!("its frontmatter could not be read ({e})")),
+    };
+    let field = |k: &str| fields.get(k).cloned();
+    // Trimmed: a YAML block value keeps its last line break.
+    let text = |k: &str| field(k).and_then(|v| v.as_str().map(|t| t.trim().to_string()));
     let status = text("status");
     if status.as_deref().map(resulting) == last_status {
         return Ok(None);
@@ -133,14 +140,14 @@ pub fn change_for(local_md: &str, last_status: Option<&str>) -> Result<Option<Ch
             last_status.unwrap_or("none")
         ));
     }
-    let rec_id = match frontmatter_field(local_md, "id") {
+    let rec_id = match field("id") {
         Some(Value::String(id)) if valid_id(&id) => id,
         Some(Value::String(id)) if !id.is_empty() => return Err(format!("the store `id` {id:?} is not a rec id")),
         _ => return Err("this artifact has no store `id` to change".into()),
     };
     let note = text("outcome_note");
     let (path, body) = match status.as_str() {
-        "snoozed" => match frontmatter_field(local_md, "snooze_days").and_then(|v| v.as_i64()) {
+        "snoozed" => match field("snooze_days").and_then(|v| v.as_i64()) {
             Some(days) => (format!("/v1/rx/recs/{rec_id}/snooze"), json!({"days": days})),
             None => return Err("`status: snoozed` needs `snooze_days: 1` to `7` beside it".into()),
         },
@@ -155,7 +162,7 @@ pub fn change_for(local_md: &str, last_status: Option<&str>) -> Result<Option<Ch
                 ));
             }
             let mut body = json!({"disposition": disposition});
-            if let Some(fit) = frontmatter_field(local_md, "subjective_fit_1_5") {
+            if let Some(fit) = field("subjective_fit_1_5") {
                 body["subjective_fit_1_5"] = fit;
             }
             if let Some(n) = note {
@@ -521,5 +528,22 @@ mod tests {
         }
         let wrong = rec("acted", "disposition: dismissed\n");
         assert!(change_for(&wrong, Some("open")).unwrap_err().contains("does not go with `status: acted`"));
+        let broken = rec("acted", "outcome_note: \"unclosed\n");
+        let why = change_for(&broken, Some("open")).unwrap_err();
+        assert!(why.contains("frontmatter could not be read (line "), "{why}");
+    }
+
+    #[test]
+    fn an_edit_saved_by_obsidian_on_windows_is_read() {
+        // CRLF endings, a byte-order mark, a plain value and a block value.
+        let md = rec("acted", "disposition: acted_modified\noutcome_note: |\n  Two sessions.\n  Knee fine.\n")
+            .replace("status: \"acted\"", "status: acted")
+            .replace('\n', "\r\n");
+        let c = change_for(&format!("\u{feff}{md}"), Some("open")).unwrap().unwrap();
+        assert_eq!(c.body, json!({"disposition": "acted_modified", "outcome_note": "Two sessions.\nKnee fine."}));
+        let snooze = rec("snoozed", "snooze_days: '3'\n").replace('\n', "\r\n");
+        assert!(change_for(&snooze, Some("open")).unwrap_err().contains("snooze_days"), "a quoted number is text");
+        let snooze = rec("snoozed", "snooze_days: 3\n").replace('\n', "\r\n");
+        assert_eq!(change_for(&snooze, Some("open")).unwrap().unwrap().body, json!({"days": 3}));
     }
 }

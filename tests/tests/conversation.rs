@@ -149,13 +149,23 @@ fn social_exits_answer_without_any_model_call_on_both_backends() {
         assert_eq!(chat(&app, "never mind").message()["mode"], "CANCEL");
         let ignore = chat(&app, "sorted it myself");
         assert_eq!((ignore.message()["mode"].clone(), ignore.message()["text"].clone()), (json!("IGNORE"), json!("")));
+        // What people type, with a trailing clause (#26 item 2).
+        for (text, mode) in [
+            ("cheers, that helped", "ACKNOWLEDGE"),
+            ("nvm, scratch that", "CANCEL"),
+            ("stop, I don't need it anymore", "CANCEL"),
+            ("ok never mind then", "CANCEL"),
+        ] {
+            assert_eq!(chat(&app, text).message()["mode"], mode, "{backend:?}: {text}");
+        }
         assert!(model.requests().is_empty(), "a social exit made a model call: {:?}", model.requests());
-        // Committed: three exchanges, working memory, interaction_log; no encode jobs.
-        assert_eq!(table(&app, "exchanges").len(), 3);
-        assert_eq!(table(&app, "working_memory").len(), 6);
-        assert_eq!(table(&app, "interaction_log").len(), 6);
+        // Committed: seven exchanges, working memory (its last four turns),
+        // interaction_log; no encode jobs.
+        assert_eq!(table(&app, "exchanges").len(), 7);
+        assert_eq!(table(&app, "working_memory").len(), 8);
+        assert_eq!(table(&app, "interaction_log").len(), 14);
         assert!(table(&app, "jobs").is_empty());
-        assert_eq!(table(&app, "spark_state")[0]["exchange_count"], 3);
+        assert_eq!(table(&app, "spark_state")[0]["exchange_count"], 7);
     }
 }
 

@@ -84,9 +84,8 @@ async function api(method, path, body, extraHeaders = {}) {
   const data = type.includes("json") ? await res.json().catch(() => null) : await res.text();
   if (!res.ok) {
     const err = data && data.error ? data.error : { code: "http-" + res.status, message: res.statusText };
-    // A 401 on the principal's own credentials ends the session here; an
-    // ingest token refused is the form's error, not a sign-out.
-    if (res.status === 401 && path !== "/session" && !extraHeaders["X-Ingest-Token"]) signedOut();
+    // A 401 on the principal's own credentials ends the session here.
+    if (res.status === 401 && path !== "/session") signedOut();
     throw new ApiError(res.status, err.code, err.message);
   }
   return data;
@@ -615,7 +614,6 @@ function knowledgeView() {
   const type = h("select", { name: "source_type" }, h("option", { value: "chat" }, "chat"), h("option", { value: "meeting" }, "meeting"));
   const date = h("input", { type: "date", name: "source_date", required: true, value: new Date().toISOString().slice(0, 10) });
   const channel = h("input", { type: "text", name: "source_channel", maxlength: 200 });
-  const token = h("input", { type: "password", name: "ingest_token", autocomplete: "off", required: true });
   const job = h("div", { "aria-live": "polite" });
   const ingest = h(
     "form",
@@ -623,7 +621,6 @@ function knowledgeView() {
     h("h2", {}, "Ingest a transcript"),
     field("Transcript", text),
     h("div", { class: "row" }, field("Source", type), field("Date", date), field("Channel (optional)", channel)),
-    field("Ingest token", token, "The Spin variable ingest_token: ingest has its own token (D-CL3). It is kept only while this page is open."),
     h("p", {}, h("button", { type: "submit" }, "Ingest")),
     job,
   );
@@ -633,7 +630,7 @@ function knowledgeView() {
     try {
       const body = { source_type: type.value, source_date: date.value, text: text.value };
       if (channel.value.trim()) body.source_channel = channel.value.trim();
-      const { job_id } = await api("POST", "/knowledge/ingest", body, { "X-Ingest-Token": token.value });
+      const { job_id } = await api("POST", "/knowledge/ingest", body);
       for (let i = 0; i < 120; i++) {
         const j = await api("GET", `/knowledge/jobs/${encodeURIComponent(job_id)}`);
         job.replaceChildren(jobView(j));
@@ -645,7 +642,7 @@ function knowledgeView() {
       }
       job.append(h("p", { class: "muted" }, "Still queued after two minutes: the job goes on in the background; check back later."));
     } catch (e) {
-      job.replaceChildren(h("p", { class: "error", role: "alert" }, e.status === 401 ? "The ingest token is not valid." : explain(e)));
+      job.replaceChildren(h("p", { class: "error", role: "alert" }, explain(e)));
     }
   });
 

@@ -48,6 +48,9 @@ struct Op {
     body: bool,
     csrf: bool,
     sec: Sec,
+    /// Whether the session cookie opens it (the default security, or one
+    /// of its alternatives): then a change needs the CSRF header.
+    session: bool,
     params: Vec<Param>,
     /// The methods of the operation's path.
     siblings: Vec<String>,
@@ -100,6 +103,10 @@ fn operations(doc: &Value) -> Vec<Op> {
                     _ => Sec::Key,
                 },
             };
+            let session = op
+                .get("security")
+                .and_then(Value::as_array)
+                .is_none_or(|s| s.iter().any(|alt| alt.as_object().is_some_and(|o| o.contains_key("sessionCookie"))));
             let errors = op["responses"]
                 .as_object()
                 .unwrap()
@@ -114,6 +121,7 @@ fn operations(doc: &Value) -> Vec<Op> {
                 errors,
                 body: op.get("requestBody").is_some(),
                 csrf: params.iter().any(|p| p.name == "X-Mneme-CSRF"),
+                session,
                 sec,
                 params,
                 siblings: methods.clone(),
@@ -441,8 +449,8 @@ fn every_documented_error_is_reachable() {
         ops.iter().flat_map(|o| o.errors.iter().map(|s| (o.id.clone(), *s))).collect();
     for op in &ops {
         // A cookie without the CSRF header is refused on every operation
-        // that changes state, and only there.
-        let changes = op.method != "GET" && op.sec == Sec::Key;
+        // that changes state and takes the session, and only there.
+        let changes = op.method != "GET" && op.session;
         assert_eq!(op.csrf, changes, "`{}`: the X-Mneme-CSRF parameter", op.id);
         assert_eq!(op.errors.contains(&403), changes, "`{}`: a documented 403", op.id);
     }

@@ -89,9 +89,15 @@ fn ingest_has_its_own_token_and_rejects_bad_input() {
         app.request("POST", "/knowledge/ingest", &[], Some(body.as_bytes())).assert_error(401, "unauthorized");
         app.request("POST", "/knowledge/ingest", &[("x-ingest-token", "nope")], Some(body.as_bytes()))
             .assert_error(401, "unauthorized");
+        // A request that names the ingest token is judged by it alone.
         let a = bearer();
-        app.request("POST", "/knowledge/ingest", &[("authorization", a.as_str())], Some(body.as_bytes()))
-            .assert_error(401, "unauthorized");
+        app.request(
+            "POST",
+            "/knowledge/ingest",
+            &[("authorization", a.as_str()), ("x-ingest-token", "nope")],
+            Some(body.as_bytes()),
+        )
+        .assert_error(401, "unauthorized");
         assert!(!app.log().contains(INGEST), "the ingest token must never be logged");
 
         let with = |k: &str, v: Value| {
@@ -130,6 +136,43 @@ fn ingest_has_its_own_token_and_rejects_bad_input() {
         assert_eq!(get(&app, "/knowledge/entries")["total"], 1, "a duplicate ingest made a second entry");
         let missing = app.request("GET", "/knowledge/jobs/kj-nope", &[("authorization", a.as_str())], None);
         missing.assert_error(404, "not-found");
+    }
+}
+
+/// The principal ingests with their own key, or their session and its
+/// CSRF header, as the web app does (#26 item 7); bots keep the token.
+#[test]
+fn the_principal_ingests_with_their_key_or_session() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let a = bearer();
+        let body = json!({"source_type": "chat", "source_date": "2026-11-20", "text": "We decided to ship weekly because it keeps risk small."}).to_string();
+        let signed = app.request(
+            "POST",
+            "/session",
+            &[("content-type", "application/json")],
+            Some(json!({"api_key": TEST_KEY}).to_string().as_bytes()),
+        );
+        let cookie = signed.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
+        let by_session = json!({"source_type": "chat", "source_date": "2026-11-21", "text": "We decided to hire a contractor because the launch is close."}).to_string();
+        app.request("POST", "/knowledge/ingest", &[("cookie", cookie.as_str())], Some(by_session.as_bytes()))
+            .assert_error(403, "csrf");
+        let r = app.request(
+            "POST",
+            "/knowledge/ingest",
+            &[("cookie", cookie.as_str()), ("x-mneme-csrf", "1")],
+            Some(by_session.as_bytes()),
+        );
+        assert_eq!(r.status, 202, "{backend:?}: {}", r.body);
+        let by_cookie = r.json()["job_id"].as_str().unwrap().to_string();
+        let r = app.request("POST", "/knowledge/ingest", &[("authorization", a.as_str())], Some(body.as_bytes()));
+        assert_eq!(r.status, 202, "{backend:?}: {}", r.body);
+        let by_key = r.json()["job_id"].as_str().unwrap().to_string();
+        for job in [by_cookie, by_key] {
+            assert_eq!(finish(&app, &job)["status"], "done", "{backend:?}: {job}");
+        }
+        assert_eq!(get(&app, "/knowledge/entries")["total"], 2, "{backend:?}: each transcript became an entry");
     }
 }
 

@@ -260,7 +260,6 @@ fn the_web_app_in_chromium() {
             .current_dir(&web)
             .env("MNEME_URL", &app.url)
             .env("MNEME_API_KEY", TEST_KEY)
-            .env("MNEME_INGEST_TOKEN", INGEST)
             .env("MNEME_CRON_TOKEN", CRON_TOKEN)
             .env("MNEME_SCREENSHOTS", &shots)
             .env("CHROMIUM", &chromium)

@@ -70,8 +70,8 @@ function explain(e) {
 }
 
 /** Calls the API with the session cookie; JSON in, JSON out. */
-async function api(method, path, body, extraHeaders = {}) {
-  const headers = { ...extraHeaders };
+async function api(method, path, body) {
+  const headers = {};
   if (method !== "GET") headers["X-Mneme-CSRF"] = "1";
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const res = await fetch(path, {

@@ -664,7 +664,10 @@ fn a_daily_reminder_keeps_its_local_time_across_the_change_to_summer_time() {
         let its = table(&app, "cortex_iterations");
         let first: Value = serde_json::from_str(its[0]["actions_executed"].as_str().unwrap()).unwrap();
         let said = first[0]["result"].as_str().unwrap();
-        assert!(said.contains("at 2027-03-27T09:00:00Z (daily)"), "the confirmation shows local time: {said}");
+        assert!(
+            said.contains("for Sat 27 Mar 2027 at 09:00 (2027-03-27T09:00:00Z), repeating daily"),
+            "the confirmation shows local time: {said}"
+        );
         let items = table(&app, "scheduled_items");
         assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(items[0]["due_ms"], nine_gmt as i64, "09:00 GMT is 09:00 UTC");
@@ -674,6 +677,73 @@ fn a_daily_reminder_keeps_its_local_time_across_the_change_to_summer_time() {
         assert_eq!(tick(nine_bst - 1), 0, "not before 09:00 local");
         assert_eq!(tick(nine_bst), 1);
         assert_eq!(table(&app, "scheduled_items")[0]["due_ms"], (nine_bst + 24 * H) as i64, "then every 24 hours");
+    }
+}
+
+/// With no model, a clear question is answered honestly (Mneme needs a
+/// model, says what it can still do and the variable to set) and only a
+/// really unclear message gets a question back; a reminder is read off
+/// the message in the principal's zone, confirmed, and listed when asked
+/// (#26 items 1 and 3; D-C31, D-C32).
+#[test]
+fn with_no_model_questions_get_an_honest_reply_and_reminders_are_set() {
+    // Thursday 2026-11-26 15:00 UTC, 10:00 in New York.
+    let now: u64 = 1_795_705_200_000;
+    let tomorrow_nine_ny: i64 = 1_795_788_000_000; // 2026-11-27T09:00-05:00
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let mut env = test_env(&b, None);
+        env.push(("SPIN_VARIABLE_TIME_ZONE".into(), "America/New_York".into()));
+        let app = App::start("spin.toml", &env);
+        let say = |text: &str| chat_at(&app, json!({"text": text}), Some(now)).message().clone();
+        for question in [
+            "What is the capital of Portugal?",
+            "How does compound interest work?",
+            "Tell me a short story about a lighthouse keeper",
+        ] {
+            let m = say(question);
+            assert_eq!(
+                (m["mode"].as_str(), m["source"].as_str()),
+                (Some("RESPOND"), Some("rule-based")),
+                "{backend:?} {question}: {m}"
+            );
+            let text = m["text"].as_str().unwrap();
+            assert!(text.starts_with("[rule-based reply: no model is configured] I need a language model"), "{text}");
+            assert!(text.contains("llm_url") && text.contains("remind"), "{text}");
+            assert!(!text.contains("Could you say more"), "{text}");
+        }
+        let unclear = say("do the thing");
+        assert_eq!(unclear["mode"], "CLARIFY", "{backend:?}: {unclear}");
+        assert!(!unclear["text"].as_str().unwrap().contains("\"thing\""), "{unclear}");
+
+        let set = say("Remind me tomorrow at 9 to call the dentist");
+        let text = set["text"].as_str().unwrap();
+        assert!(
+            text.contains(
+                "Reminder set: \"call the dentist\" for Fri 27 Nov 2026 at 09:00 (2026-11-27T09:00:00-05:00)"
+            ),
+            "{backend:?}: {text}"
+        );
+        let weekly = say("every Sunday evening remind me to water the plants");
+        assert!(weekly["text"].as_str().unwrap().contains("repeating weekly"), "{weekly}");
+        let items = table(&app, "scheduled_items");
+        assert_eq!(items.len(), 2, "{items:?}");
+        let dentist = items.iter().find(|i| i["message"] == "call the dentist").expect("the dentist reminder");
+        assert_eq!(dentist["due_ms"], tomorrow_nine_ny, "{backend:?}: 09:00 in New York");
+        let plants = items.iter().find(|i| i["message"] == "water the plants").expect("the plants reminder");
+        assert_eq!(plants["recurrence"], "weekly");
+        assert_eq!(plants["due_ms"], tomorrow_nine_ny + 2 * 86_400_000 + 9 * 3_600_000, "Sunday 18:00");
+
+        let listed = say("what reminders do I have?");
+        let text = listed["text"].as_str().unwrap();
+        assert!(
+            text.contains("Pending reminders: \"call the dentist\" Fri 27 Nov 2026 at 09:00"),
+            "{backend:?}: {text}"
+        );
+        assert!(text.contains("\"water the plants\" Sun 29 Nov 2026 at 18:00"), "{text}");
+        let no_time = say("remind me to call mum");
+        assert!(no_time["text"].as_str().unwrap().contains("When should I remind you to call mum?"), "{no_time}");
+        assert_eq!(table(&app, "scheduled_items").len(), 2, "no reminder without a time");
     }
 }
 

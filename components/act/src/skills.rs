@@ -395,7 +395,11 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
             if message.chars().count() > 1000 {
                 return Err(Fail::invalid("a reminder message is at most 1000 characters"));
             }
-            let due_raw = s(p, "due_at").ok_or_else(|| Fail::invalid("schedule needs `due_at` (ISO-8601)"))?;
+            let due_raw = s(p, "due_at").ok_or_else(|| {
+                Fail::invalid(format!(
+                    "When should I remind you to {message}? Say, for example, \"tomorrow at 9\", \"in 20 minutes\" or \"every Sunday evening\" (a model gives `due_at` as ISO-8601)."
+                ))
+            })?;
             // A time without an offset is the principal's local time.
             let zone = mneme_substrate::principal_zone().await?;
             let due = zone
@@ -417,7 +421,7 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
                 )
                 .await?;
             if let Some(r) = dup.first() {
-                return Ok(format!("already scheduled as {}", r.text("id")?));
+                return Ok(format!("Already set: \"{message}\" (reminder {})", r.text("id")?));
             }
             let id = mneme_substrate::random_hex(4);
             let item_type = if s(p, "item_type") == Some("prompt") { "prompt" } else { "notification" };
@@ -427,33 +431,38 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
             )
             .await?;
             Ok(format!(
-                "scheduled {id}: \"{message}\" at {}{}",
+                "Reminder set: \"{message}\" for {} ({}){}; reminder {id}",
+                zone.describe(due),
                 zone.format(due),
-                recurrence.map(|r| format!(" ({r})")).unwrap_or_default()
+                recurrence.map(|r| format!(", repeating {}", repeats(r))).unwrap_or_default()
             ))
         }
         "list" => {
             let rows = sql
                 .query(
-                    "SELECT id, message, due_ms FROM scheduled_items WHERE status = 'pending' ORDER BY due_ms LIMIT 20",
+                    "SELECT id, message, due_ms, recurrence FROM scheduled_items WHERE status = 'pending' ORDER BY due_ms LIMIT 20",
                     &[],
                 )
                 .await?;
             if rows.is_empty() {
-                return Ok("no pending reminders".into());
+                return Ok("You have no pending reminders.".into());
             }
-            rows.iter()
+            let zone = mneme_substrate::principal_zone().await?;
+            let listed = rows
+                .iter()
                 .map(|r| {
+                    let due = r.i64("due_ms")?;
+                    let repeats = r.opt_text("recurrence")?.map(|x| format!(", {}", repeats(&x))).unwrap_or_default();
                     Ok(format!(
-                        "{}: {} (in {} min)",
-                        r.text("id")?,
+                        "\"{}\" {} (in {} min{repeats}; reminder {})",
                         r.text("message")?,
-                        (r.i64("due_ms")? - now as i64) / 60_000
+                        zone.describe(due),
+                        (due - now as i64).max(0) / 60_000,
+                        r.text("id")?
                     ))
                 })
-                .collect::<std::result::Result<Vec<_>, mneme_store::StoreError>>()
-                .map(|v| v.join("; "))
-                .map_err(Into::into)
+                .collect::<std::result::Result<Vec<_>, mneme_store::StoreError>>()?;
+            Ok(format!("Pending reminders: {}", listed.join("; ")))
         }
         "cancel" => {
             let id = s(p, "id").ok_or_else(|| Fail::invalid("cancel needs the reminder's `id`"))?;
@@ -470,6 +479,14 @@ async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
             }
         }
         other => Err(Fail::invalid(format!("schedule has no action `{other}`"))),
+    }
+}
+
+/// A recurrence as the principal reads it: `daily`, `every 15 minutes`.
+fn repeats(recurrence: &str) -> String {
+    match recurrence.strip_prefix("interval:") {
+        Some(n) => format!("every {n} minutes"),
+        None => recurrence.to_string(),
     }
 }
 

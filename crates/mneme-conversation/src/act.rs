@@ -126,12 +126,20 @@ pub fn parse_plan(text: &str) -> Result<Vec<Action>, String> {
 static LIST_ADD: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
     regex_lite::Regex::new(r"(?i)\badd\s+(.+?)\s+to\s+(?:my|the)\s+(.+?\s+)?list\b").unwrap()
 });
-static IN_DURATION: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
-    regex_lite::Regex::new(r"(?i)\bin\s+(\d{1,4})\s*(minutes?|mins?|hours?|hrs?|days?)\b").unwrap()
-});
-static REMIND_WHAT: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+static REMIND_LEAD: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
     regex_lite::Regex::new(
-        r"(?i)\bremind me\s+(?:to\s+)?(.+?)(?:\s+in\s+\d{1,4}\s*(?:minutes?|mins?|hours?|hrs?|days?))?\s*[.!]?$",
+        r"(?i)\b(?:please\s+)?(?:remind\s+me|(?:set|add|create|make)\s+(?:me\s+)?an?\s+reminder|reminder)\b\s*[:,-]?",
+    )
+    .unwrap()
+});
+static REMIND_CONNECTOR: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(r"(?i)^(?:(?:to|that|about|for|of|please|i\s+(?:need|have)\s+to|[:,;-])\s*)+").unwrap()
+});
+static REMIND_TAIL: std::sync::LazyLock<regex_lite::Regex> =
+    std::sync::LazyLock::new(|| regex_lite::Regex::new(r"(?i)(?:\s*(?:please|at|on|by|for|[.!?,;:-]))+$").unwrap());
+static LIST_REMINDERS: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(
+        r"(?i)\b(?:(?:what|which|any|show|list|see|view)\b.{0,30}\breminders?|reminders?\s+(?:do\s+i\s+have|are\s+(?:there|pending|set))|(?:my|pending|upcoming)\s+reminders)\b",
     )
     .unwrap()
 });
@@ -147,10 +155,11 @@ static REMEMBER: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::n
 
 /// The ACT plan when no model is configured (D-C9): the first iteration
 /// recalls on the message and runs each contextual skill whose parameters
-/// can be read off the message ("add X to my Y list", "remind me to X in
-/// N minutes", "focus on X", "remember that my X is Y", a background task
-/// for the message); later iterations plan nothing, which ends the loop.
-pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64) -> Vec<Action> {
+/// can be read off the message ("add X to my Y list", a reminder with its
+/// time in the principal's `zone` (D-C31), "focus on X", "remember that my
+/// X is Y", a background task for the message); later iterations plan
+/// nothing, which ends the loop.
+pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64, zone: &mneme_time::Zone) -> Vec<Action> {
     if iteration > 0 {
         return Vec::new();
     }
@@ -181,28 +190,7 @@ pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64) -> 
                     plan.push(Action { kind: "list".into(), params: obj(serde_json::json!({"action": "list_all"})) });
                 }
             }
-            "schedule" => {
-                if let (Some(d), Some(w)) = (IN_DURATION.captures(text), REMIND_WHAT.captures(text)) {
-                    let n: u64 = d[1].parse().unwrap_or(0);
-                    let unit = d[2].to_lowercase();
-                    let ms = if unit.starts_with('d') {
-                        86_400_000
-                    } else if unit.starts_with('h') {
-                        3_600_000
-                    } else {
-                        60_000
-                    };
-                    let due = now_ms + n * ms;
-                    plan.push(Action {
-                        kind: "schedule".into(),
-                        params: obj(
-                            serde_json::json!({"action": "create", "message": w[1].trim(), "due_at": mneme_time::calendar::utc_timestamp(due)}),
-                        ),
-                    });
-                } else {
-                    plan.push(Action { kind: "schedule".into(), params: obj(serde_json::json!({"action": "list"})) });
-                }
-            }
+            "schedule" => plan.push(schedule_plan(text, now_ms, zone)),
             "focus" => match FOCUS_ON.captures(text) {
                 Some(c) => plan.push(Action {
                     kind: "focus".into(),
@@ -218,6 +206,49 @@ pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64) -> 
         }
     }
     plan
+}
+
+/// The `schedule` action a message asks for without a model (D-C31): the
+/// pending reminders when it asks about them; a reminder when it names a
+/// time ("tomorrow at 9", "every Sunday evening"), its text what is left
+/// once the time and the "remind me to" are cut; a reminder with no
+/// `due_at` when it asks for one but names no time, which the skill
+/// answers by asking when.
+pub fn schedule_plan(text: &str, now_ms: u64, zone: &mneme_time::Zone) -> Action {
+    let obj = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+    let when = mneme_time::when::parse(text, now_ms as i64, zone);
+    let asks_to_list = LIST_REMINDERS.is_match(text) && !text.to_lowercase().contains("remind me");
+    if asks_to_list || (when.is_none() && !REMIND_LEAD.is_match(text)) {
+        return Action { kind: "schedule".into(), params: obj(serde_json::json!({"action": "list"})) };
+    }
+    let rest = match &when {
+        Some(w) => mneme_time::when::without(text, &w.spans),
+        None => text.trim().to_string(),
+    };
+    let message = reminder_text(&rest);
+    let mut params = obj(serde_json::json!({"action": "create", "message": message}));
+    if let Some(w) = when {
+        params.insert("due_at".into(), zone.format(w.due_ms).into());
+        if let Some(r) = w.recurrence {
+            params.insert("recurrence".into(), r.name().into());
+        }
+    }
+    Action { kind: "schedule".into(), params }
+}
+
+/// What to be reminded of, from a message with its time cut out: what
+/// follows "remind me (to)", else the whole message, without connectors
+/// and closing punctuation.
+fn reminder_text(rest: &str) -> String {
+    let body = match REMIND_LEAD.find(rest) {
+        Some(m) if !rest[m.end()..].trim().is_empty() => &rest[m.end()..],
+        Some(m) => &rest[..m.start()],
+        None => rest,
+    };
+    let body = REMIND_CONNECTOR.replace(body.trim(), "");
+    let body = REMIND_TAIL.replace(body.trim(), "");
+    let body = body.trim();
+    if body.is_empty() { "Reminder".to_string() } else { body.to_string() }
 }
 
 /// The loop's running state.
@@ -294,16 +325,55 @@ mod tests {
     #[test]
     fn rule_plans_read_parameters_off_the_message() {
         let skills = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let p = rule_plan("add milk, eggs and bread to my shopping list", &skills(&["list"]), 0, 0);
+        let utc = mneme_time::Zone::utc();
+        let p = rule_plan("add milk, eggs and bread to my shopping list", &skills(&["list"]), 0, 0, &utc);
         assert_eq!(p[0].kind, "recall");
         assert_eq!(p[1].params["items"], serde_json::json!(["milk", "eggs", "bread"]));
         assert_eq!(p[1].params["list"], "shopping list");
-        let p = rule_plan("remind me to stretch in 30 minutes", &skills(&["schedule"]), 0, 1_795_343_400_000);
+        let p = rule_plan("remind me to stretch in 30 minutes", &skills(&["schedule"]), 0, 1_795_343_400_000, &utc);
         assert_eq!(p[1].params["message"], "stretch");
         assert_eq!(p[1].params["due_at"], "2026-11-22T11:00:00Z");
-        let p = rule_plan("remember that my favourite tea is oolong", &[], 0, 0);
+        let p = rule_plan("remember that my favourite tea is oolong", &[], 0, 0, &utc);
         assert_eq!(p[1].params["facts"][0]["key"], "favourite tea");
-        assert!(rule_plan("anything", &[], 1, 0).is_empty());
+        assert!(rule_plan("anything", &[], 1, 0, &utc).is_empty());
+    }
+
+    #[test]
+    fn reminders_are_read_off_the_message_in_the_principals_zone() {
+        let ny = mneme_time::Zone::parse("America/New_York").unwrap();
+        // Thursday 26 November 2026, 10:00 in New York.
+        let now = ny.parse_datetime("2026-11-26T10:00").unwrap() as u64;
+        let cases: &[(&str, serde_json::Value)] = &[
+            (
+                "Remind me tomorrow at 9 to call the dentist",
+                serde_json::json!({"action": "create", "message": "call the dentist", "due_at": "2026-11-27T09:00:00-05:00"}),
+            ),
+            (
+                "remind me to submit the report on Friday at 18:30.",
+                serde_json::json!({"action": "create", "message": "submit the report", "due_at": "2026-11-27T18:30:00-05:00"}),
+            ),
+            (
+                "Every Sunday evening, remind me to water the plants",
+                serde_json::json!({"action": "create", "message": "water the plants", "due_at": "2026-11-29T18:00:00-05:00", "recurrence": "weekly"}),
+            ),
+            (
+                "set a reminder for next Monday to renew my passport please",
+                serde_json::json!({"action": "create", "message": "renew my passport", "due_at": "2026-11-30T09:00:00-05:00"}),
+            ),
+            (
+                "remind me in 10 minutes that the tea is ready",
+                serde_json::json!({"action": "create", "message": "the tea is ready", "due_at": "2026-11-26T10:10:00-05:00"}),
+            ),
+            ("remind me to call mum", serde_json::json!({"action": "create", "message": "call mum"})),
+            ("what reminders do I have?", serde_json::json!({"action": "list"})),
+            ("show my reminders for tomorrow", serde_json::json!({"action": "list"})),
+            ("any reminders pending?", serde_json::json!({"action": "list"})),
+        ];
+        for (text, want) in cases {
+            let a = schedule_plan(text, now, &ny);
+            assert_eq!(a.kind, "schedule");
+            assert_eq!(serde_json::Value::Object(a.params), *want, "{text:?}");
+        }
     }
 
     #[test]

@@ -128,26 +128,43 @@ pub fn fallback_label(reason: &str) -> String {
     }
 }
 
-/// A reply built by rules (D-C11): for RESPOND, what memory holds on the
-/// message (ACT results first, then facts, gists and the working memory
-/// turns that share its words); for CLARIFY, one question naming the
-/// message's keywords; for ACKNOWLEDGE, a fixed acknowledgement.
+/// A reply built by rules (D-C11): for RESPOND, what was done for the
+/// message (each action's own words; a failed one says why), else what
+/// memory holds on it (facts, gists and earlier turns that share its
+/// words); with no model configured and nothing to show, what Mneme needs
+/// and what it can still do (D-C32). For CLARIFY, one question; for
+/// ACKNOWLEDGE, a fixed acknowledgement.
 pub fn fallback(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult], reason: &str) -> String {
     let label = fallback_label(reason);
+    let no_model = reason == "model-unavailable";
     match mode {
         Mode::Acknowledge => format!("{label} Noted."),
         Mode::Clarify => {
             let keys = keywords(text);
-            if keys.is_empty() {
-                format!("{label} Could you say a little more about what you need?")
+            if keys.is_empty() || no_model {
+                format!("{label} Could you say a little more about what you need? I can't tell yet what it refers to.")
             } else {
                 format!("{label} Could you say more about what you mean by \"{}\"?", keys.join(" "))
             }
         }
         _ => {
+            let done: Vec<String> = act
+                .iter()
+                .filter(|r| r.action_type != "recall" && !r.result.is_empty())
+                .map(|r| match (r.action_type.as_str(), r.status == "success") {
+                    ("schedule", _) => r.result.clone(),
+                    (kind, true) => format!("{kind}: {}", r.result),
+                    (kind, false) => format!("{kind} did not run: {}", r.result),
+                })
+                .collect();
+            if !done.is_empty() {
+                return format!("{label} {}", done.join("\n"));
+            }
             let mut lines: Vec<String> = Vec::new();
-            for r in act.iter().filter(|r| r.status == "success" && !r.result.is_empty()) {
-                lines.push(format!("{}: {}", r.action_type, r.result));
+            for r in act.iter().filter(|r| {
+                r.action_type == "recall" && r.status == "success" && !r.result.starts_with("nothing found")
+            }) {
+                lines.push(format!("recall: {}", r.result));
             }
             let keys = keywords(text);
             let relevant = |s: &str| {
@@ -165,10 +182,15 @@ pub fn fallback(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult], reas
             }
             lines.dedup();
             lines.truncate(5);
-            if lines.is_empty() {
-                format!("{label} I have nothing in memory about this yet.")
-            } else {
-                format!("{label} Here is what I have on this:\n- {}", lines.join("\n- "))
+            match (lines.is_empty(), no_model) {
+                (true, true) => format!("{label} {}", crate::nomodel::NEEDS_A_MODEL),
+                (true, false) => format!("{label} I have nothing in memory about this yet."),
+                (false, true) => format!(
+                    "{label} Here is what I have on this:\n- {}\n{}",
+                    lines.join("\n- "),
+                    crate::nomodel::A_MODEL_WOULD_ANSWER
+                ),
+                (false, false) => format!("{label} Here is what I have on this:\n- {}", lines.join("\n- ")),
             }
         }
     }
@@ -246,9 +268,49 @@ mod tests {
             none,
             "[rule-based reply: the model failed (model-timeout)] I have nothing in memory about this yet."
         );
-        let c =
-            fallback(Mode::Clarify, &Assembled::default(), "fix the thing with the build", &[], "model-unavailable");
+        let c = fallback(Mode::Clarify, &Assembled::default(), "fix the thing with the build", &[], "model-timeout");
         assert!(c.ends_with("\"thing build\"?"), "{c}");
+        let c = fallback(Mode::Clarify, &Assembled::default(), "do the thing", &[], "model-unavailable");
+        assert!(!c.contains("\"thing\""), "no question about its own keywords: {c}");
+    }
+
+    #[test]
+    fn with_no_model_a_question_memory_cannot_answer_says_what_is_missing() {
+        let r = fallback(
+            Mode::Respond,
+            &Assembled::default(),
+            "What is the capital of Portugal?",
+            &[],
+            "model-unavailable",
+        );
+        assert!(r.starts_with("[rule-based reply: no model is configured] I need a language model"), "{r}");
+        for can in ["remember", "remind", "lists", "recommendations", "background tasks", "llm_url"] {
+            assert!(r.contains(can), "says {can}: {r}");
+        }
+        let with_memory = fallback(Mode::Respond, &ctx(), "which oolong do I like?", &[], "model-unavailable");
+        assert!(with_memory.contains("fact: favourite_tea = oolong"), "{with_memory}");
+        assert!(with_memory.ends_with(crate::nomodel::A_MODEL_WOULD_ANSWER), "{with_memory}");
+        let acted = [
+            ActResult {
+                action_type: "recall".into(),
+                status: "success".into(),
+                result: "nothing found for \"x\"".into(),
+                execution_time_ms: 1,
+                confidence: 0.4,
+            },
+            ActResult {
+                action_type: "schedule".into(),
+                status: "success".into(),
+                result: "Reminder set: \"call the dentist\" for Fri 27 Nov 2026 at 09:00".into(),
+                execution_time_ms: 1,
+                confidence: 0.5,
+            },
+        ];
+        let r = fallback(Mode::Respond, &Assembled::default(), "remind me", &acted, "model-unavailable");
+        assert_eq!(
+            r,
+            "[rule-based reply: no model is configured] Reminder set: \"call the dentist\" for Fri 27 Nov 2026 at 09:00"
+        );
     }
 
     #[test]

@@ -84,6 +84,12 @@ impl Intent {
     }
 }
 
+/// Whether the message asks for something: a question mark, a question
+/// word or a command verb ("translate", "explain", "compare"…).
+pub fn asks(text: &str) -> bool {
+    text.contains('?') || WH_WORD.is_match(text) || COMMAND_VERB.is_match(text)
+}
+
 /// Classifies one message. `warmth` is Phase A's context warmth (0–1).
 pub fn classify(text: &str, warmth: f64) -> Intent {
     let tokens = token_count(text);

@@ -9,6 +9,7 @@ pub mod generate;
 pub mod identity;
 pub mod intent;
 pub mod mode;
+pub mod nomodel;
 pub mod phrases;
 pub mod router;
 pub mod social;

@@ -193,7 +193,7 @@ static SKILL_WORDS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
         (
             "schedule",
             re(
-                r"(?i)\b(remind me|set a reminder|schedule (a|an|my)|every (morning|evening|day|week)|every day at|notify me|wake me|alarm for|cancel (my |the |all )?reminders?)\b",
+                r"(?i)\b(remind me|(set|add|create) (me )?an? reminder|schedule (a|an|my)|every (morning|evening|day|week)|every day at|notify me|wake me|alarm for|cancel (my |the |all )?reminders?|(what|which|any|show|list) (are )?(my |pending |upcoming )?reminders|reminders (do i have|are (there|pending|set))|(my|pending|upcoming) reminders)\b",
             ),
         ),
         (
@@ -405,6 +405,11 @@ mod tests {
     fn heuristic_rules() {
         let h = heuristic("remind me to call mum at 6", &[]);
         assert_eq!((h.mode, h.skills.clone()), (Mode::Act, vec!["schedule".to_string()]));
+        for asks in
+            ["what reminders do I have?", "show my reminders", "any reminders pending?", "set me a reminder for 5pm"]
+        {
+            assert_eq!(heuristic(asks, &[]).skills, vec!["schedule"], "{asks}");
+        }
         assert_eq!(heuristic("add milk to my shopping list", &[]).skills, vec!["list"]);
         assert_eq!(heuristic("remember that my tea is oolong", &[]).skills, vec!["memorize"]);
         let tools = vec![("web_fetch".to_string(), String::new())];

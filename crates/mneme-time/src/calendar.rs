@@ -84,6 +84,18 @@ impl Zone {
         ts.to_zoned_datetime(self.tz.clone())
     }
 
+    /// The local calendar date at `ms`.
+    pub(crate) fn local_date(&self, ms: i64) -> Date {
+        self.at(ms).date()
+    }
+
+    /// The instant the local clock reads `hour:minute` on `date` (just
+    /// after a spring-forward gap; the first of a fall-back's two).
+    pub(crate) fn local_instant(&self, date: Date, hour: i8, minute: i8) -> Option<i64> {
+        let t = date.at(hour, minute, 0, 0).to_zoned_datetime(self.tz.clone()).ok()?;
+        Some(t.timestamp().as_millisecond())
+    }
+
     /// The local hour (0–23) at `ms`.
     pub fn local_hour(&self, ms: i64) -> u32 {
         self.at(ms).hour() as u32
@@ -129,6 +141,22 @@ impl Zone {
             z.hour(),
             z.minute(),
             z.second()
+        )
+    }
+
+    /// `ms` as a person reads it in this zone: `Fri 27 Nov 2026 at 09:00`.
+    pub fn describe(&self, ms: i64) -> String {
+        const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+        const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+        let z = self.at(ms);
+        format!(
+            "{} {} {} {} at {:02}:{:02}",
+            DAYS[z.weekday().to_monday_zero_offset() as usize],
+            z.day(),
+            MONTHS[(z.month() - 1) as usize],
+            z.year(),
+            z.hour(),
+            z.minute()
         )
     }
 
@@ -298,6 +326,18 @@ impl Recurrence {
         })
     }
 
+    /// The name [`Recurrence::parse`] reads back.
+    pub fn name(self) -> String {
+        match self {
+            Self::Hourly => "hourly".into(),
+            Self::Daily => "daily".into(),
+            Self::Weekly => "weekly".into(),
+            Self::Weekdays => "weekdays".into(),
+            Self::Monthly => "monthly".into(),
+            Self::Interval(n) => format!("interval:{n}"),
+        }
+    }
+
     /// The occurrence after the one at `due_ms`, in `zone`.
     pub fn next(self, due_ms: i64, zone: &Zone) -> i64 {
         let z = zone.at(due_ms);
@@ -428,5 +468,15 @@ mod tests {
         for bad in ["interval:0", "interval:1441", "interval:x", "yearly", "", "Daily"] {
             assert_eq!(Recurrence::parse(bad), None, "{bad}");
         }
+        for r in ["hourly", "daily", "weekly", "weekdays", "monthly", "interval:15"] {
+            assert_eq!(Recurrence::parse(r).map(Recurrence::name).as_deref(), Some(r), "names read back");
+        }
+    }
+
+    #[test]
+    fn instants_are_described_as_people_read_them() {
+        let london = london();
+        let ms = london.parse_datetime("2027-03-28T09:05").unwrap();
+        assert_eq!(london.describe(ms), "Sun 28 Mar 2027 at 09:05");
     }
 }

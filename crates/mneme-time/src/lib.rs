@@ -10,5 +10,6 @@
 
 pub mod calendar;
 pub mod clock;
+pub mod when;
 
 pub use calendar::{Recurrence, Zone};

@@ -144,6 +144,9 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
         Ok(c) => (Some(c.text), None),
         Err(e) => (None, Some(e.code.name())),
     };
+    // No model is configured at all (not one that failed): the no-model
+    // rules settle the mode and the reply says so (D-C32).
+    let no_model = error == Some(mneme_types::ErrorCode::ModelUnavailable.name());
     let triaged: Triage = triage::decide(TriageCall {
         input: input.clone().into(),
         answer: ans,
@@ -186,7 +189,7 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
         let (m, c, us) = route(ex, &ctx, &intent, None, false).await?;
         router_confidence = c;
         model_us += us;
-        m
+        if no_model { mneme_conversation::nomodel::settle(m, &msg.text) } else { m }
     };
 
     let mut act_results: Vec<ActResult> = Vec::new();
@@ -327,13 +330,14 @@ async fn act_loop(
         now_ms: now,
     };
     let mut lp = ActLoop::new(origin, Limits::default());
+    let zone = principal_zone().await?;
     let mut results: Vec<ActResult> = Vec::new();
     let mut model_us = 0;
     let mut rule_based = false;
     loop {
         let iteration = lp.state.iteration;
         let plan: Vec<Action> = if rule_based {
-            act::rule_plan(&msg.text, &triaged.skills, iteration, now)
+            act::rule_plan(&msg.text, &triaged.skills, iteration, now, &zone)
         } else {
             let history = results
                 .iter()
@@ -363,7 +367,7 @@ async fn act_loop(
                     // No usable plan from the model: the rules plan instead (labelled in the log).
                     rule_based = true;
                     lp.origin.mode = "ACT (rule-based plan)".into();
-                    act::rule_plan(&msg.text, &triaged.skills, 0, now)
+                    act::rule_plan(&msg.text, &triaged.skills, 0, now, &zone)
                 }
                 _ => Vec::new(),
             }
@@ -442,4 +446,13 @@ async fn commit_exchange(ex: &Exchange<'_>, ctx: &Assembled, o: Outcome<'_>) -> 
     })
     .await?;
     Ok(committed.exchange_id)
+}
+
+/// The principal's time zone (the variables `time_zone`, or the older
+/// `utc_offset_minutes`), for reading reminders off a message.
+async fn principal_zone() -> Result<mneme_time::Zone, StageError> {
+    let name = spin_sdk::variables::get("time_zone").await.unwrap_or_default();
+    let offset = spin_sdk::variables::get("utc_offset_minutes").await.unwrap_or_default();
+    mneme_time::Zone::from_settings(&name, &offset)
+        .map_err(|m| StageError::new(mneme_types::ErrorCode::Misconfigured, m))
 }

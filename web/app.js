@@ -449,22 +449,60 @@ function traceTable(trace) {
   );
 }
 
+/** The rec cards of one door, or a line saying there are none. */
+function recList(recs) {
+  return recs.length
+    ? h("ul", { class: "recs", role: "list" }, recs.map((r) =>
+        h("li", { class: "card" }, h("a", { href: `#/rec/${encodeURIComponent(r.id)}` }, r.tldr), h("div", {}, badges(r), h("span", { class: "muted" }, ` drift ${num(r.drift_score)} · ${new Date(r.created_at).toLocaleDateString()}`))),
+      ))
+    : h("p", { class: "muted" }, "Nothing here yet.");
+}
+
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+/** How often an open inbox looks for recommendations made elsewhere (a scheduled run, another tab). */
+const INBOX_POLL_MS = 60_000;
+
 async function inboxView() {
   const root = h("section", { "aria-labelledby": "inbox-title" }, h("h1", { id: "inbox-title" }, "Recommendations"));
   let doors = [];
   let recs = [];
-  try {
+  const load = async () => {
     [doors, recs] = await Promise.all([api("GET", "/rx/doors").then((d) => d.doors), api("GET", "/v1/rx/recs?limit=200").then((r) => r.recs)]);
+  };
+  try {
+    await load();
   } catch (e) {
     put(root, h("p", { class: "error" }, explain(e)));
     return root;
   }
+  // Each door's count and list are redrawn in place after a run and on a
+  // timer, so the inbox never shows a stale "Nothing here yet." under the
+  // run that has just made a recommendation (a run's own output stays).
+  const sections = new Map();
+  const redraw = () => {
+    for (const [door, { count, list }] of sections) {
+      const mine = recs.filter((r) => r.door === door);
+      count.textContent = plural(mine.length, "recommendation");
+      list.replaceChildren(recList(mine));
+    }
+  };
+  const refresh = async () => {
+    try {
+      await load();
+      redraw();
+    } catch {
+      // The next run or tick tries again; the run's own outcome is shown.
+    }
+  };
   const names = [...new Set([...doors.map((d) => d.name), ...recs.map((r) => r.door)])];
   if (!names.length) put(root, h("p", {}, "No doors are configured."));
   for (const door of names) {
-    const mine = recs.filter((r) => r.door === door);
     const out = h("div", { "aria-live": "polite" });
     const run = h("button", { type: "button", class: "secondary" }, `Run ${door}`);
+    const count = h("span", { class: "muted", "data-rec-count": door });
+    const list = h("div", {});
+    sections.set(door, { count, list });
     run.addEventListener("click", async () => {
       run.disabled = true;
       out.replaceChildren(h("p", { class: "muted" }, `Running ${door}…`));
@@ -472,30 +510,33 @@ async function inboxView() {
         const r = await api("POST", `/rx/${encodeURIComponent(door)}`);
         out.replaceChildren(
           h("p", {}, h("strong", {}, r.status === "no-change" ? "No change: " : "New recommendation: "), r.tldr || "", r.path ? h("span", { class: "muted" }, ` (${r.path})`) : ""),
-          traceTable(r.trace || []),
-          h("p", {}, h("button", { type: "button", class: "link", onclick: () => render() }, "Refresh the inbox")),
+          h("details", {}, h("summary", {}, "Steps of the run"), traceTable(r.trace || [])),
         );
+        await refresh();
       } catch (e) {
         out.replaceChildren(h("p", { class: "error", role: "alert" }, explain(e)));
       } finally {
         run.disabled = false;
       }
     });
-    put(root, 
+    put(root,
       h(
         "section",
         { class: "door", "aria-labelledby": `door-${door}` },
-        h("h2", { id: `door-${door}` }, door[0].toUpperCase() + door.slice(1), " ", h("span", { class: "muted" }, `${mine.length} recommendation${mine.length === 1 ? "" : "s"}`)),
+        h("h2", { id: `door-${door}` }, door[0].toUpperCase() + door.slice(1), " ", count),
         h("p", {}, run),
         out,
-        mine.length
-          ? h("ul", { class: "recs", role: "list" }, mine.map((r) =>
-              h("li", { class: "card" }, h("a", { href: `#/rec/${encodeURIComponent(r.id)}` }, r.tldr), h("div", {}, badges(r), h("span", { class: "muted" }, ` drift ${num(r.drift_score)} · ${new Date(r.created_at).toLocaleDateString()}`))),
-            ))
-          : h("p", { class: "muted" }, "Nothing here yet."),
+        list,
       ),
     );
   }
+  redraw();
+  const timer = setInterval(() => (root.isConnected ? refresh() : clearInterval(timer)), INBOX_POLL_MS);
+  const onVisible = () => {
+    if (!root.isConnected) document.removeEventListener("visibilitychange", onVisible);
+    else if (document.visibilityState === "visible") refresh();
+  };
+  document.addEventListener("visibilitychange", onVisible);
   return root;
 }
 

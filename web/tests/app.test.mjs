@@ -142,16 +142,21 @@ try {
   step("the inbox runs a door, shows the step trace, and a rec is snoozed then acted on");
   await page.getByRole("link", { name: "Inbox" }).click();
   await page.getByRole("heading", { name: "Recommendations", exact: true }).waitFor(WAIT);
+  const fitness = page.locator(".door", { has: page.getByRole("heading", { name: /Fitness/ }) });
+  assert.equal(await fitness.locator("[data-rec-count]").textContent(), "0 recommendations");
   await page.getByRole("button", { name: "Run fitness" }).click();
+  await page.getByText("New recommendation:").waitFor(WAIT);
+  // The door redraws itself under the run: no refresh, no stale "Nothing here yet.".
+  const recLink = fitness.locator(".recs a").first();
+  await recLink.waitFor(WAIT);
+  assert.equal(await fitness.locator("[data-rec-count]").textContent(), "1 recommendation");
+  assert.equal(await fitness.getByText("Nothing here yet.").count(), 0);
+  await page.locator("summary", { hasText: "Steps of the run" }).click();
   const trace = page.getByRole("table");
   await trace.waitFor(WAIT);
   const steps = await trace.locator("tbody tr td:first-child").allTextContents();
   assert.deepEqual(steps.map((s) => s.split(" ")[0]), ["0.5", "0.7", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"]);
-  await page.getByText("New recommendation:").waitFor(WAIT);
   await shot(page, "inbox-run");
-  await page.getByRole("button", { name: "Refresh the inbox" }).click();
-  const recLink = page.locator(".door", { has: page.getByRole("heading", { name: /Fitness/ }) }).locator(".recs a").first();
-  await recLink.waitFor(WAIT);
   await recLink.click();
   await page.locator("section.counter").waitFor(WAIT);
   assert.match(await page.locator("section.counter").textContent(), /Reject if/);

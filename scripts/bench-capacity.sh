@@ -2,6 +2,10 @@
 # The measurements behind docs/SCALING.md that no other bench takes:
 #   scripts/bench-capacity.sh idle [APPS] [MINUTES]   idle apps on embedded stores: CPU per app per
 #                                                    idle minute (their ticks) and RSS/PSS per app
+#   scripts/bench-capacity.sh idle-ab OLD [APPS] [MINUTES]
+#                                                    the same, A/B in one run: APPS apps of the build
+#                                                    in OLD (a spin.toml beside target/wasm32-wasip2/
+#                                                    release/*.wasm) and APPS of this one, side by side
 #   scripts/bench-capacity.sh load                   one app on PostgreSQL + Redis + the scripted
 #                                                    model: runner and PostgreSQL CPU per request
 #                                                    kind, RESPOND under concurrency, connections
@@ -38,7 +42,33 @@ if [ "$kind" = idle ]; then
   exit 0
 fi
 
-[ "$kind" = load ] || die "idle or load"
+if [ "$kind" = idle-ab ]; then
+  old=${2:?the directory of the old build}; apps=${3:-5}; minutes=${4:-6}
+  [ -f "$old/spin.toml" ] || die "$old has no spin.toml"
+  export SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench
+  declare -A group=([old]="" [new]="")
+  port=3500
+  for i in $(seq "$apps"); do
+    for build in old new; do
+      dir=$ROOT; [ "$build" = old ] && dir=$old
+      port=$((port + 1))
+      "$ROOT/target/release/mneme" up -f "$dir/spin.toml" --runtime-config-file "$ROOT/tests/fixtures/runtime-config.toml" \
+        --state-dir "$STATE/$build-$i" --listen "127.0.0.1:$port" 2>/dev/null >/dev/null &
+      group[$build]+="$! "
+      wait_for "http://127.0.0.1:$port/health"
+    done
+  done
+  say "$apps apps of each build up; two minutes to settle, then $minutes idle minutes"
+  sleep 120
+  a_old=$(sum_cpu_ms ${group[old]}); a_new=$(sum_cpu_ms ${group[new]})
+  sleep $((minutes * 60))
+  b_old=$(sum_cpu_ms ${group[old]}); b_new=$(sum_cpu_ms ${group[new]})
+  echo "$a_old $b_old $a_new $b_new $apps $minutes" | awk '{o = ($2 - $1) / $5 / $6; n = ($4 - $3) / $5 / $6;
+    printf "idle A/B: old %.1f, new %.1f CPU-ms per app per idle minute (ratio %.2f; %d apps each, %d minutes)\n", o, n, n / o, $5, $6}'
+  exit 0
+fi
+
+[ "$kind" = load ] || die "idle, idle-ab or load"
 psql -q -h 127.0.0.1 -U postgres -c "SELECT 1" >/dev/null 2>&1 || die "PostgreSQL on 127.0.0.1:5432 is needed (service postgresql start)"
 redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || die "Redis on 127.0.0.1:6379 is needed (service redis-server start)"
 cargo build --quiet --release -p mneme-e2e --bin fake-model

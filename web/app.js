@@ -162,7 +162,7 @@ function signInView() {
     "form",
     { class: "card sign-in", "aria-labelledby": "signin-title" },
     h("h1", { id: "signin-title" }, "Sign in to Mneme"),
-    field("API key", key, "The Spin variable api_key. It is sent once and never stored by this page."),
+    field("API key", key, "The key ./scripts/up.sh printed when it started Mneme (it is kept in .spin/secrets.env). This page sends it once and never stores it."),
     h("p", {}, submit),
     error,
   );
@@ -409,10 +409,29 @@ function chatView() {
   });
 
   setTimeout(() => text.focus(), 0);
+  // First sign-in with no model: one short note, until it is dismissed.
+  const setup = h("div", {});
+  if (!localStorage.getItem("mneme.setup-note-dismissed")) {
+    fetch("/health").then((r) => r.json()).then((hl) => {
+      if (hl?.dependencies?.model?.configured !== false) return;
+      const close = h("button", { type: "button", class: "link" }, "Dismiss");
+      close.addEventListener("click", () => {
+        localStorage.setItem("mneme.setup-note-dismissed", "1");
+        setup.replaceChildren();
+      });
+      setup.replaceChildren(
+        h("aside", { class: "card note", "aria-label": "Setting up" },
+          h("p", {}, h("strong", {}, "No language model is connected yet. "),
+            "Mneme still remembers what you tell it, sets reminders, keeps lists, finds what you gave it and runs recommendations; questions that need a model get a short note instead of an answer. ",
+            h("a", { href: "#/status" }, "See Status"), " for how to connect one."),
+          h("p", {}, close)),
+      );
+    }).catch(() => {});
+  }
   return h(
     "div",
     { class: "split" },
-    h("section", { "aria-labelledby": "chat-title" }, h("h1", { id: "chat-title" }, "Chat"), log, form),
+    h("section", { "aria-labelledby": "chat-title" }, h("h1", { id: "chat-title" }, "Chat"), setup, log, form),
     h(
       "aside",
       { "aria-labelledby": "events-title" },
@@ -421,6 +440,70 @@ function chatView() {
       events,
     ),
   );
+}
+
+// ------------------------------------------------------------ charts
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) el.setAttribute(k, String(v));
+  for (const c of children.flat()) if (c !== null && c !== undefined) el.append(typeof c === "string" ? document.createTextNode(c) : c);
+  return el;
+}
+
+/** Line styles told apart by dash as well as colour (never colour alone). */
+const LINE_STYLES = [
+  { stroke: "var(--accent)", dash: "" },
+  { stroke: "var(--ok)", dash: "6 3" },
+  { stroke: "var(--warn)", dash: "2 3" },
+  { stroke: "var(--bad)", dash: "8 3 2 3" },
+  { stroke: "var(--muted)", dash: "1 4" },
+];
+
+/**
+ * A small line chart as inline SVG: `series` is [{name, values}] over the
+ * same `dates` (YYYY-MM-DD); a null value breaks its line. `threshold`
+ * draws a dashed rule with its label. The chart is an image with a
+ * summary for screen readers; its numbers are in the caption's table.
+ */
+function lineChart({ title, dates, series, yMax, threshold, summary }) {
+  const W = 320, H = 120, L = 30, R = 8, T = 8, B = 20;
+  const max = yMax ?? Math.max(1, ...series.flatMap((s) => s.values.filter((v) => v !== null)));
+  const x = (i) => L + (dates.length > 1 ? (i * (W - L - R)) / (dates.length - 1) : 0);
+  const y = (v) => T + (H - T - B) * (1 - Math.min(v, max) / max);
+  const paths = series.map((s, n) => {
+    const st = LINE_STYLES[n % LINE_STYLES.length];
+    let d = "";
+    s.values.forEach((v, i) => {
+      if (v === null || v === undefined) return;
+      d += `${d && s.values[i - 1] !== null && s.values[i - 1] !== undefined ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
+    });
+    return svg("path", { d, fill: "none", stroke: st.stroke, "stroke-width": 2, "stroke-dasharray": st.dash || undefined, "data-series": s.name });
+  });
+  const integers = series.every((s) => s.values.every((v) => v === null || v === undefined || Number.isInteger(v)));
+  const fmt = (v) => (integers ? String(Math.round(v)) : v.toFixed(2));
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `${title}: ${summary}` },
+    svg("line", { x1: L, y1: y(0), x2: W - R, y2: y(0), class: "axis" }),
+    svg("line", { x1: L, y1: T, x2: L, y2: y(0), class: "axis" }),
+    svg("text", { x: L - 4, y: y(max) + 4, "text-anchor": "end", class: "tick" }, fmt(max)),
+    svg("text", { x: L - 4, y: y(0), "text-anchor": "end", class: "tick" }, "0"),
+    svg("text", { x: L, y: H - 4, class: "tick" }, dates[0]?.slice(5) || ""),
+    svg("text", { x: W - R, y: H - 4, "text-anchor": "end", class: "tick" }, dates[dates.length - 1]?.slice(5) || ""),
+    threshold !== undefined
+      ? [svg("line", { x1: L, y1: y(threshold), x2: W - R, y2: y(threshold), class: "threshold", "data-threshold": threshold }),
+         svg("text", { x: W - R, y: y(threshold) - 3, "text-anchor": "end", class: "tick" }, `fires at ${threshold}`)]
+      : null,
+    paths,
+  );
+  const legend = series.length > 1
+    ? h("ul", { class: "legend", role: "list" }, series.map((s, n) => {
+        const st = LINE_STYLES[n % LINE_STYLES.length];
+        const last = [...s.values].reverse().find((v) => v !== null && v !== undefined);
+        return h("li", {}, svg("svg", { viewBox: "0 0 24 8", width: 24, height: 8, "aria-hidden": "true" }, svg("line", { x1: 0, y1: 4, x2: 24, y2: 4, stroke: st.stroke, "stroke-width": 2, "stroke-dasharray": st.dash || undefined })), ` ${s.name}${last !== undefined ? ` (${fmt(last)})` : ""}`);
+      }))
+    : null;
+  return h("figure", { class: "chart-box" }, h("figcaption", {}, title), chart, legend);
 }
 
 // ------------------------------------------------------------ inbox
@@ -677,6 +760,7 @@ function knowledgeView() {
         job.replaceChildren(jobView(j));
         if (j.status === "done" || j.status === "failed") {
           loadRecent();
+          loadGrowth();
           return;
         }
         await new Promise((r) => setTimeout(r, 1000));
@@ -687,12 +771,36 @@ function knowledgeView() {
     }
   });
 
+  let loadGrowth = () => {};
   const recent = h("ol", { class: "log", "aria-label": "Recent entries" });
   const loadRecent = () =>
     api("GET", "/knowledge/entries?limit=20")
       .then((r) => recent.replaceChildren(...(r.entries.length ? r.entries.map(entryCard) : [h("li", { class: "muted" }, "No entries yet.")])))
       .catch((e) => recent.replaceChildren(h("li", { class: "error" }, explain(e))));
   loadRecent();
+
+  // Entries per type over the last 90 days, drawn from the store's counts;
+  // redrawn when an ingest finishes.
+  const chartHolder = h("div", {});
+  const growth = h("section", { "aria-labelledby": "growth-title" }, h("h2", { id: "growth-title" }, "Entries over time"), chartHolder);
+  loadGrowth = () =>
+    api("GET", "/knowledge/timeline?days=90")
+      .then((t) => {
+        const kinds = Object.keys(t.series);
+        const last = (k) => t.series[k][t.series[k].length - 1];
+        chartHolder.replaceChildren(
+          t.total
+            ? lineChart({
+                title: `Entries by type, last ${t.days} days`,
+                dates: t.dates,
+                series: kinds.map((k) => ({ name: k, values: t.series[k] })),
+                summary: kinds.map((k) => `${last(k)} ${k}`).join(", "),
+              })
+            : h("p", { class: "muted" }, "No entries yet: ingest a transcript and they appear here by type."),
+        );
+      })
+      .catch((e) => chartHolder.replaceChildren(h("p", { class: "error" }, explain(e))));
+  loadGrowth();
 
   setTimeout(() => q.focus(), 0);
   return h(
@@ -701,7 +809,7 @@ function knowledgeView() {
     h("h1", {}, "Knowledge"),
     search,
     results,
-    h("div", { class: "split" }, h("section", {}, h("h2", {}, "Recent entries"), recent), ingest),
+    h("div", { class: "split" }, h("section", {}, h("h2", {}, "Recent entries"), recent, growth), ingest),
   );
 }
 
@@ -825,6 +933,99 @@ function tasksView() {
   return h("section", {}, h("h1", {}, "Tasks"), form, list);
 }
 
+// ------------------------------------------------------------ status
+
+/** "3 minutes ago", "in 2 hours", from Unix ms. */
+function ago(ms, now = Date.now()) {
+  if (!ms) return "never";
+  const s = Math.round((now - ms) / 1000);
+  const abs = Math.abs(s);
+  const [n, unit] = abs < 60 ? [abs, "second"] : abs < 3600 ? [Math.round(abs / 60), "minute"] : abs < 86400 ? [Math.round(abs / 3600), "hour"] : [Math.round(abs / 86400), "day"];
+  const text = `${n} ${unit}${n === 1 ? "" : "s"}`;
+  return s >= 0 ? `${text} ago` : `in ${text}`;
+}
+
+/** What each scheduled job does, in a user's words. */
+const JOB_WHAT = {
+  migrate: "Brings the database schema up to date",
+  heartbeat: "Shows the scheduler is alive",
+  reminders: "Sends reminders when they are due",
+  knowledge: "Turns ingested transcripts into knowledge",
+  consolidate: "Condenses conversations into memories",
+  tasks: "Works on background tasks",
+  tools: "Runs tool calls the chat handed off",
+  drift: "Thinks between conversations",
+  regulate: "Tunes the mode router once a day",
+  reflect: "Reviews past routing decisions",
+};
+
+async function statusView() {
+  const root = h("section", { "aria-labelledby": "status-title" }, h("h1", { id: "status-title" }, "Status"));
+  let st;
+  try {
+    st = await api("GET", "/status");
+  } catch (e) {
+    put(root, h("p", { class: "error" }, explain(e)));
+    return root;
+  }
+  const good = (ok, text) => h("span", { class: `state ${ok === true ? "ok" : ok === false ? "bad" : "unknown"}` }, text);
+  const m = st.model;
+  const modelState = !m.configured
+    ? good(false, "Not connected")
+    : m.reachable === true ? good(true, "Connected") : m.reachable === false ? good(false, "Not answering") : good(null, "Served by the platform");
+  const modelCard = h("section", { class: "card", "aria-labelledby": "st-model" },
+    h("h2", { id: "st-model" }, "Language model ", modelState),
+    m.configured
+      ? h("dl", { class: "fields" },
+          h("dt", {}, "Model"), h("dd", {}, m.primary + (m.light && m.light !== m.primary ? ` (quick answers: ${m.light})` : "")),
+          h("dt", {}, "Endpoint"), h("dd", {}, m.backend === "spin" ? "the platform's own models" : m.endpoint || "–"),
+          h("dt", {}, "Checked"), h("dd", {}, m.reachable ? `answered in ${m.probe_ms} ms` : m.error ? m.error.message : "–"),
+          h("dt", {}, "Last reply by the model"), h("dd", {}, ago(m.last_reply_ms)))
+      : h("div", {},
+          h("p", {}, "Without a model Mneme answers by rules: it remembers what you tell it, sets reminders, keeps lists, finds what you gave it and runs recommendations and background tasks, but it cannot answer general questions."),
+          h("p", {}, "To connect one, set ", h("code", {}, "llm_url"), " to an OpenAI-compatible endpoint (for Ollama, ", h("code", {}, "http://127.0.0.1:11434/v1"), ") and ", h("code", {}, "llm_model"), " to the model's name, then restart Mneme. For example:"),
+          h("pre", {}, "SPIN_VARIABLE_LLM_URL=http://127.0.0.1:11434/v1 SPIN_VARIABLE_LLM_MODEL=llama3.2 ./scripts/up.sh"),
+          m.error && m.error.message.startsWith("llm_url is set") ? h("p", { class: "error" }, m.error.message) : null));
+  const e = st.embeddings;
+  const embedCard = h("section", { class: "card", "aria-labelledby": "st-embed" },
+    h("h2", { id: "st-embed" }, "Search model ", e.loaded ? good(true, "Loaded") : good(false, "Not loaded")),
+    e.loaded
+      ? h("p", {}, `${e.model}, ${e.dimension} dimensions; a short text took ${num(e.took_ms, 1)} ms.`)
+      : h("p", { class: "error" }, `${e.model} did not answer: ${e.error?.message || "unknown error"}. Search falls back to words only; run ./scripts/up.sh to install the model.`));
+  const store = st.storage;
+  const name = { sqlite: "SQLite file", postgres: "PostgreSQL", "key-value": "key-value file", redis: "Redis" };
+  const storeCard = h("section", { class: "card", "aria-labelledby": "st-store" },
+    h("h2", { id: "st-store" }, "Storage ", good(store.sql.ok && store.kv.ok, store.sql.ok && store.kv.ok ? "Answering" : "Not answering")),
+    h("dl", { class: "fields" },
+      h("dt", {}, "Memory"), h("dd", {}, `${name[store.sql.kind] || store.sql.kind}${store.sql.ok ? "" : ` (${store.sql.failure})`}`),
+      h("dt", {}, "Cache"), h("dd", {}, `${name[store.kv.kind] || store.kv.kind}${store.kv.ok ? "" : ` (${store.kv.failure})`}`),
+      h("dt", {}, "Schema"), h("dd", {}, st.schema.pending ? `version ${st.schema.version} of ${st.schema.latest}: an update is waiting` : `version ${st.schema.version}, up to date`),
+      h("dt", {}, "Mneme"), h("dd", {}, `version ${st.version}`)));
+  const now = st.checked_ms || Date.now();
+  const jobs = st.jobs || [];
+  const jobsCard = h("section", { class: "card", "aria-labelledby": "st-jobs" },
+    h("h2", { id: "st-jobs" }, "Scheduled jobs"),
+    jobs.every((j) => !j.last_run_ms)
+      ? h("p", { class: "error" }, "No scheduled job has run yet. mneme up runs them; under plain spin up, start mneme cron beside it.")
+      : null,
+    h("div", { class: "scroll" }, h("table", {},
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Job"), h("th", { scope: "col" }, "Last run"), h("th", { scope: "col" }, "Outcome"))),
+      h("tbody", {}, jobs.map((j) => h("tr", { "data-job": j.job },
+        h("td", {}, h("strong", {}, j.job), h("div", { class: "muted" }, JOB_WHAT[j.job] || "")),
+        h("td", {}, ago(j.last_run_ms, now)),
+        h("td", {}, j.last_run_ms ? good(j.ok, j.ok ? "OK" : "Failed") : good(null, "Not run"), j.ok === false ? h("div", { class: "muted" }, j.outcome, j.last_ok_ms ? ` · last success ${ago(j.last_ok_ms, now)}` : "") : null)))))));
+  const q = st.queues;
+  const queueCard = h("section", { class: "card", "aria-labelledby": "st-queues" },
+    h("h2", { id: "st-queues" }, "Waiting work"),
+    h("dl", { class: "fields" },
+      h("dt", {}, "Transcripts to ingest"), h("dd", { "data-queue": "ingest" }, String(q.ingest ?? "–")),
+      h("dt", {}, "Conversations to condense"), h("dd", { "data-queue": "consolidation" }, String(q.consolidation ?? "–")),
+      h("dt", {}, "Tool calls"), h("dd", { "data-queue": "tools" }, String(q.tools ?? "–"))));
+  put(root, h("p", { class: "muted" }, `Checked ${new Date(now).toLocaleTimeString()}. `, h("button", { type: "button", class: "link", onclick: () => render() }, "Check again")),
+    modelCard, embedCard, storeCard, jobsCard, queueCard);
+  return root;
+}
+
 // ------------------------------------------------------------ routing
 
 const VIEWS = {
@@ -834,6 +1035,7 @@ const VIEWS = {
   knowledge: knowledgeView,
   entry: entryView,
   tasks: tasksView,
+  status: statusView,
 };
 const NAV_OF = { rec: "inbox", entry: "knowledge" };
 

@@ -844,3 +844,60 @@ fn concurrent_writers_lose_no_signature_and_deletes_compact_the_scan() {
         }
     }
 }
+
+/// The Knowledge screen's chart: entries per type, counted per day up to
+/// each day's end, from the entries the ticks recorded on two days.
+#[test]
+fn the_timeline_counts_entries_per_type_by_the_day_they_were_recorded() {
+    const DAY: u64 = 86_400_000;
+    let t0: u64 = 1_800_000_000_000; // 2027-01-15T08:00Z
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        // No cron tick may record an entry on the wall clock's day.
+        let manifest = mneme_e2e::without_crons(dir.path(), &mneme_e2e::TICK_JOBS);
+        let mut env = test_env(&b, None);
+        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+        let app = App::start(&manifest, &env);
+        let drain_at = |at: u64| {
+            let clock = at.to_string();
+            let headers = [("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", clock.as_str())];
+            let r = app.request("POST", "/tick/knowledge", &headers, None);
+            assert_eq!(r.status, 200, "{}", r.body);
+        };
+        let first = ingest(
+            &app,
+            "Alice: I believe small teams ship faster because coordination costs grow quadratically.\n\
+             Alice: We decided to move billing to Postgres because we need real transactions.\n\
+             Alice: Never deploy on a Friday, since nobody is around to fix it.",
+            "2027-01-04",
+        );
+        drain_at(t0 - 10 * DAY);
+        assert_eq!(get(&app, &format!("/knowledge/jobs/{first}"))["status"], "done");
+        let second = ingest(
+            &app,
+            "Alice: We decided to hire two designers next quarter because the design backlog keeps growing.",
+            "2027-01-14",
+        );
+        drain_at(t0);
+        assert_eq!(get(&app, &format!("/knowledge/jobs/{second}"))["status"], "done");
+
+        let r = app.call("GET", "/knowledge/timeline?days=30", None, t0);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let t = r.json();
+        let dates = t["dates"].as_array().unwrap();
+        assert_eq!((dates.len(), dates[29].as_str()), (30, Some("2027-01-15")), "{backend:?}: {t}");
+        assert_eq!(dates[19], "2027-01-05");
+        let at = |kind: &str, i: usize| t["series"][kind][i].as_u64().unwrap();
+        assert_eq!([at("decision", 18), at("philosophy", 18), at("standard", 18)], [0, 0, 0], "before: {t}");
+        assert_eq!([at("decision", 19), at("philosophy", 19), at("standard", 19)], [1, 1, 1], "{backend:?}: {t}");
+        assert_eq!([at("decision", 28), at("decision", 29)], [1, 2], "the second decision on its day: {t}");
+        assert_eq!((at("framework", 29), at("reaction", 29), t["total"].as_u64()), (0, 0, Some(4)));
+        // A window that starts after the first day counts those entries as before it.
+        let short = app.call("GET", "/knowledge/timeline?days=3", None, t0).json();
+        assert_eq!(short["series"]["decision"], json!([1, 1, 2]), "{backend:?}: {short}");
+        for bad in ["0", "731", "x"] {
+            app.call("GET", &format!("/knowledge/timeline?days={bad}"), None, t0).assert_error(400, "invalid");
+        }
+    }
+}

@@ -42,8 +42,10 @@ async function assertLabelled(page, screen) {
   assert.deepEqual(unlabelled, [], `${screen}: controls without a label`);
 }
 
+/** What the principal sees in their window (1280×860): a full-page capture
+ * would draw the sticky header across the middle of a long page. */
 async function shot(page, name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
 const browser = await chromium.launch({
@@ -151,12 +153,12 @@ try {
   await recLink.waitFor(WAIT);
   assert.equal(await fitness.locator("[data-rec-count]").textContent(), "1 recommendation");
   assert.equal(await fitness.getByText("Nothing here yet.").count(), 0);
+  await shot(page, "inbox-run");
   await page.locator("summary", { hasText: "Steps of the run" }).click();
   const trace = page.getByRole("table");
   await trace.waitFor(WAIT);
   const steps = await trace.locator("tbody tr td:first-child").allTextContents();
   assert.deepEqual(steps.map((s) => s.split(" ")[0]), ["0.5", "0.7", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"]);
-  await shot(page, "inbox-run");
   await recLink.click();
   await page.locator("section.counter").waitFor(WAIT);
   assert.match(await page.locator("section.counter").textContent(), /Reject if/);
@@ -186,6 +188,12 @@ try {
   await page.getByRole("button", { name: "Ingest" }).click();
   await page.locator("[data-job-status=done]").waitFor({ timeout: 60_000 });
   assert.match(await page.locator(".card", { hasText: "Ingest a transcript" }).textContent(), /kept KE-\d{4}/);
+  // The chart of entries per type redraws with the new entry.
+  const growth = page.locator("figure.chart-box", { hasText: "Entries by type" });
+  await growth.waitFor(WAIT);
+  assert.match(await growth.locator("svg.chart").getAttribute("aria-label"), /1 decision/);
+  assert.match(await growth.locator("path[data-series=decision]").getAttribute("d"), /^M[\d.]+,[\d.]+(L[\d.]+,[\d.]+)+$/);
+  assert.match(await growth.locator("ul.legend").textContent(), /decision \(1\)/);
   await page.getByLabel("Search your judgement").fill("where does the ledger live");
   await page.getByRole("button", { name: "Search" }).click();
   const hit = page.locator("[aria-label='Search results'] li").first();
@@ -210,9 +218,21 @@ try {
   await task.getByRole("button", { name: /Cancel/ }).click();
   await page.locator("li.card", { hasText: "cancelled" }).waitFor(WAIT);
 
+  step("the status screen says what is connected, loaded and running");
+  await page.getByRole("link", { name: "Status" }).click();
+  await page.getByRole("heading", { name: "Status", exact: true }).waitFor(WAIT);
+  assert.match(await page.getByRole("heading", { name: /Language model/ }).textContent(), /Connected/);
+  assert.match(await page.getByRole("heading", { name: /Search model/ }).textContent(), /Loaded/);
+  assert.match(await page.locator("section.card", { has: page.getByRole("heading", { name: /Search model/ }) }).textContent(), /all-minilm-l6-v2, 384 dimensions/);
+  assert.match(await page.getByRole("heading", { name: /Storage/ }).textContent(), /Answering/);
+  assert.match(await page.locator("tr[data-job=reminders]").textContent(), /ago.*OK/);
+  assert.match(await page.locator("[data-queue=ingest]").textContent(), /^\d+$/);
+  assert.equal(await page.getByText("No language model is connected yet.").count(), 0);
+  await shot(page, "status");
+
   step("on a phone-width screen nothing scrolls sideways");
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const view of ["chat", "inbox", "knowledge", "tasks"]) {
+  for (const view of ["chat", "inbox", "knowledge", "tasks", "status"]) {
     await page.getByRole("link", { name: view[0].toUpperCase() + view.slice(1) }).click();
     await page.waitForFunction(() => !document.querySelector("main[aria-busy]"));
     const width = await page.evaluate(() => document.documentElement.scrollWidth);

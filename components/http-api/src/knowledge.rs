@@ -180,14 +180,53 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
         "/knowledge/patterns" if method == Method::GET => {
             reply(stage_value(knowledge::patterns().await.map(|p| json!({"patterns": p}))))
         }
+        "/knowledge/timeline" if method == Method::GET => {
+            let days = match num(query, "days", 90, 1, 730) {
+                Ok(d) => d as i64,
+                Err(e) => return Some(err(e)),
+            };
+            let today = clock::request_ms(req.headers()).await as i64 / 86_400_000;
+            let first = today - (days - 1);
+            let timeline = knowledge::timeline((first * 86_400_000) as u64).await;
+            reply(stage_value(timeline.map(|t| timeline_json(&t, first, days))))
+        }
         "/retrieve" if method == Method::POST => retrieve(req).await,
         "/search" if method == Method::GET => search(query).await,
         "/documents" if method == Method::POST => documents(req).await,
         "/vault/export" if method == Method::GET => vault().await,
-        "/knowledge/entries" | "/knowledge/patterns" | "/search" | "/vault/export" => return allowed("GET"),
+        "/knowledge/entries" | "/knowledge/patterns" | "/knowledge/timeline" | "/search" | "/vault/export" => {
+            return allowed("GET");
+        }
         "/retrieve" | "/documents" => return allowed("POST"),
         _ => return None,
     })
+}
+
+/// The timeline as the web app draws it: one date per day from `first`
+/// (days since 1970-01-01) for `days` days, and per type the number of
+/// entries recorded by the end of each day.
+fn timeline_json(t: &mneme_types::knowledge::EntryTimeline, first: i64, days: i64) -> Value {
+    let kinds = [
+        KnowledgeType::Framework,
+        KnowledgeType::Decision,
+        KnowledgeType::Standard,
+        KnowledgeType::Philosophy,
+        KnowledgeType::Reaction,
+    ];
+    let mut series = serde_json::Map::new();
+    let mut total = 0;
+    for kind in kinds {
+        let mut running: u64 = t.before.iter().filter(|(k, _)| *k == kind).map(|(_, n)| n).sum();
+        let mut per_day = Vec::with_capacity(days as usize);
+        for day in first..first + days {
+            running += t.days.iter().filter(|d| d.kind == kind && d.day == day).map(|d| d.count).sum::<u64>();
+            per_day.push(running);
+        }
+        total += running;
+        series.insert(json!(kind).as_str().unwrap_or_default().to_string(), json!(per_day));
+    }
+    let dates: Vec<String> = (first..first + days).map(mneme_time::calendar::format_date).collect();
+    json!({"days": days, "dates": dates, "series": series, "total": total})
 }
 
 fn mode(raw: Option<&str>) -> Result<SearchMode, ApiError> {

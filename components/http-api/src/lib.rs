@@ -43,6 +43,7 @@ mod events;
 mod knowledge;
 mod rx;
 mod session;
+mod status;
 mod tasks;
 mod tools;
 
@@ -153,6 +154,11 @@ async fn handle(req: Request) -> Reply {
     }
     let allowed = |m: &str| err(ApiError::method_not_allowed(m));
     match path.as_str() {
+        "/status" if method == Method::GET => {
+            let now = clock::request_ms(req.headers()).await;
+            reply(json(StatusCode::OK, &status::status(VERSION, now).await))
+        }
+        "/status" => allowed("GET"),
         "/chat" if method == Method::POST => chat::handle(req).await,
         "/chat" => allowed("POST"),
         "/events" if method == Method::GET => events::handle(&req, &query).await,

@@ -18,10 +18,10 @@ mod entries;
 mod ingest;
 mod read;
 
-use exports::mneme::knowledge::knowledge::Guest;
+use exports::mneme::knowledge::knowledge::{EmbedderCheck, Guest};
 use mneme_types::knowledge::{
-    Enqueued, EntryDetail, EntryPage, IngestJob, IngestReport, JobView, JudgedJob, KnowledgeType, Mirror, NewDocument,
-    PatternView, Prepared, Retrieved, SearchHit, SearchMode, Transcript,
+    Enqueued, EntryDetail, EntryPage, EntryTimeline, IngestJob, IngestReport, JobView, JudgedJob, KnowledgeType,
+    Mirror, NewDocument, PatternView, Prepared, Retrieved, SearchHit, SearchMode, Transcript,
 };
 use mneme_types::{GivenBack, StageError, VaultFile};
 
@@ -74,6 +74,9 @@ impl Guest for Stage {
     async fn patterns() -> Result<Vec<PatternView>, StageError> {
         Ok(read::pattern_list().await?)
     }
+    async fn timeline(since_ms: u64) -> Result<EntryTimeline, StageError> {
+        Ok(read::timeline(since_ms).await?)
+    }
     async fn retrieve(query: String, k: u32, mode: SearchMode, now_ms: u64) -> Result<Retrieved, StageError> {
         Ok(read::retrieve(&query, k as usize, mode.into(), now_ms).await?)
     }
@@ -92,6 +95,16 @@ impl Guest for Stage {
     }
     async fn delete_document(id: String) -> Result<(), StageError> {
         Ok(read::delete_document(&id).await?)
+    }
+
+    async fn embedder() -> Result<EmbedderCheck, StageError> {
+        let started = std::time::Instant::now();
+        let v = mneme_substrate::embed("Is the embedding model loaded?")?;
+        Ok(EmbedderCheck {
+            model: "all-minilm-l6-v2".into(),
+            dimension: v.len() as u32,
+            took_us: started.elapsed().as_micros() as u64,
+        })
     }
 }
 

@@ -11,7 +11,8 @@ use mneme_substrate::{Fail, Result, Stores, embed_many, query_embedding, random_
 use mneme_time::calendar::utc_timestamp;
 use mneme_types::VaultFile;
 use mneme_types::knowledge::{
-    EntryDetail, EntryPage, Mirror, NewDocument, PatternView, RankedEntry, RetrieveTimes, Retrieved, SearchHit,
+    EntriesOnDay, EntryDetail, EntryPage, EntryTimeline, Mirror, NewDocument, PatternView, RankedEntry, RetrieveTimes,
+    Retrieved, SearchHit,
 };
 use serde_json::{Value as J, json};
 
@@ -133,6 +134,41 @@ pub async fn pattern_list() -> Result<Vec<PatternView>> {
             })
         })
         .collect()
+}
+
+/// Entries per type recorded since `since_ms`, by UTC day, and the counts
+/// before it: two grouped counts, whatever the store's size.
+pub async fn timeline(since_ms: u64) -> Result<EntryTimeline> {
+    let stores = Stores::open().await?;
+    let since = Value::Int(i64::try_from(since_ms).unwrap_or(i64::MAX));
+    let before = stores
+        .sql
+        .query(
+            "SELECT type, COUNT(*) AS n FROM knowledge_entries WHERE created_ms < $1 GROUP BY type",
+            std::slice::from_ref(&since),
+        )
+        .await;
+    let days = stores
+        .sql
+        .query(
+            "SELECT type, created_ms / 86400000 AS day, COUNT(*) AS n FROM knowledge_entries \
+             WHERE created_ms >= $1 GROUP BY type, created_ms / 86400000 ORDER BY day",
+            std::slice::from_ref(&since),
+        )
+        .await;
+    let kind = |r: &mneme_store::Row| -> Result<mneme_types::knowledge::KnowledgeType> {
+        let t = r.text("type")?;
+        KnowledgeType::parse(&t)
+            .map(Into::into)
+            .ok_or_else(|| Fail::new("internal", format!("an entry of unknown type `{t}`")))
+    };
+    Ok(EntryTimeline {
+        before: before?.iter().map(|r| Ok((kind(r)?, r.i64("n")?.max(0) as u64))).collect::<Result<_>>()?,
+        days: days?
+            .iter()
+            .map(|r| Ok(EntriesOnDay { kind: kind(r)?, day: r.i64("day")?, count: r.i64("n")?.max(0) as u64 }))
+            .collect::<Result<_>>()?,
+    })
 }
 
 // ---------------------------------------------------------------- retrieval

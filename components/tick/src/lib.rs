@@ -112,9 +112,7 @@ async fn handle(req: Request) -> impl IntoResponse {
             reflect::reflect(fixed, seed(&req).await, move || (now_ms() as i64 + offset) as u64).await
         }
         _ => {
-            return ApiError::not_found(format!(
-                "no scheduled job named `{job}`; jobs: migrate, heartbeat, reminders, knowledge, consolidate, tasks, tools, drift, regulate, reflect"
-            ))
+            return ApiError::not_found(format!("no scheduled job named `{job}`; jobs: {}", mneme_entry::JOBS.join(", ")))
                 .into_response();
         }
     };
@@ -131,18 +129,35 @@ async fn handle(req: Request) -> impl IntoResponse {
         }
         other => other,
     };
-    match outcome {
-        Ok(result) => {
-            json(StatusCode::OK, &json!({ "job": job, "took_ms": now_ms().saturating_sub(started), "result": result }))
+    let took_ms = now_ms().saturating_sub(started);
+    // A cycle whose claim another tick took over (it outlived its lease)
+    // wrote nothing under the claim: the scheduler's call did not fail, the
+    // work is the other tick's (D-CL5).
+    let outcome = match outcome {
+        Err(e) if e.code == mneme_types::ErrorCode::LeaseLost => {
+            Ok(json!({ "due": true, "ran": false, "abandoned": e.message }))
         }
-        // A cycle whose claim another tick took over (it outlived its
-        // lease) wrote nothing under the claim: the scheduler's call did
-        // not fail, the work is the other tick's (D-CL5).
-        Err(e) if e.code == mneme_types::ErrorCode::LeaseLost => json(
-            StatusCode::OK,
-            &json!({ "job": job, "took_ms": now_ms().saturating_sub(started),
-                     "result": { "due": true, "ran": false, "abandoned": e.message } }),
-        ),
+        other => other,
+    };
+    let said = match &outcome {
+        Ok(result) => result.to_string(),
+        Err(e) => format!("{}: {}", e.code.name(), e.message),
+    };
+    // The job's last run, for GET /status. A store that cannot take it
+    // does not change the tick's own answer (the log line says so).
+    let run = store::JobRun {
+        job: job.clone(),
+        at_ms: started,
+        took_ms,
+        ok: outcome.is_ok(),
+        outcome: said,
+        last_ok_ms: None,
+    };
+    if let Err(e) = store::record_run(run).await {
+        eprintln!("tick {job}: its run was not recorded: {}: {}", e.code.name(), e.message);
+    }
+    match outcome {
+        Ok(result) => json(StatusCode::OK, &json!({ "job": job, "took_ms": took_ms, "result": result })),
         Err(e) => ApiError::from_stage(e.code.name(), e.message).into_response(),
     }
 }

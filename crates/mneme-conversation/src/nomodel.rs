@@ -145,19 +145,20 @@ pub fn settle(routed: Mode, text: &str) -> Mode {
 }
 
 /// What the principal reads when a question needs a model and none is
-/// configured: what is missing, what still works, and the one variable to
-/// set.
+/// configured: what is missing, what still works, and what to set (the
+/// endpoint, and the name of the model it serves, which an endpoint such
+/// as Ollama needs).
 pub const NEEDS_A_MODEL: &str = "I need a language model to answer that, and none is connected. \
 Without one I can still remember what you tell me (\"remember that my sister is called Ana\"), \
 set reminders (\"remind me tomorrow at 9 to call the dentist\"), find what you have told me or given me, \
-keep lists, run recommendations and background tasks. To connect a model, set the variable llm_url to \
-the address of an OpenAI-compatible endpoint, for example http://127.0.0.1:11434/v1 for Ollama; \
-the Status screen shows whether it is reachable.";
+keep lists, run recommendations and background tasks. To connect a model, set llm_url to the address \
+of an OpenAI-compatible endpoint (for Ollama, http://127.0.0.1:11434/v1) and llm_model to the name of \
+the model; the Status screen shows whether it answers.";
 
 /// The short line added when memory had something to show but a model
 /// would be needed for a full answer.
 pub const A_MODEL_WOULD_ANSWER: &str =
-    "A model would answer this fully: set the variable llm_url to an OpenAI-compatible endpoint.";
+    "A model would answer this fully: set llm_url and llm_model (see the Status screen).";
 
 #[cfg(test)]
 mod tests {

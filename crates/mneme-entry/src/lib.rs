@@ -43,6 +43,21 @@ pub mod tool_job;
 
 pub use mneme_types::{ErrorCode, StageError};
 
+/// The scheduled jobs `POST /tick/{job}` runs, in the order `GET /status`
+/// lists them.
+pub const JOBS: &[&str] = &[
+    "migrate",
+    "heartbeat",
+    "reminders",
+    "knowledge",
+    "consolidate",
+    "tasks",
+    "tools",
+    "drift",
+    "regulate",
+    "reflect",
+];
+
 /// An `internal` stage error: a fault in Mneme itself.
 pub fn internal(message: impl Into<String>) -> StageError {
     StageError::internal(message)

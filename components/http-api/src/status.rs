@@ -1,0 +1,139 @@
+//! `GET /status` (#26 item 4): what a principal needs to know to trust the
+//! app in their first hour, behind their key. `/health` stays open and
+//! minimal for load balancers; this says which model is connected and
+//! whether it answers (with its error), whether the embedding model loaded,
+//! which stores hold their memory and at which schema version, when each
+//! scheduled job last ran and how it ended, and how much work waits.
+//!
+//! Every part is gathered side by side and each reports its own failure:
+//! a status page that fails whole when one store is down would hide the
+//! one thing it exists to show. The answer is 200 whenever the caller is
+//! authenticated.
+
+use mneme_background::consolidate::{CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE};
+use serde_json::{Value, json};
+
+use crate::mneme::knowledge::knowledge;
+use crate::mneme::llm::llm;
+use crate::mneme::memory::memory;
+use crate::mneme::store::store;
+
+/// How long the model and the stores each get to answer.
+const DEADLINE_MS: u32 = 1_500;
+
+fn stage_error(e: &mneme_types::StageError) -> Value {
+    json!({"code": e.code.name(), "message": e.message})
+}
+
+pub async fn status(version: &str, now_ms: u64) -> Value {
+    let (model, embeddings, health, app, depths) = futures::join!(
+        model(),
+        async {
+            match knowledge::embedder().await {
+                Ok(e) => json!({"loaded": true, "model": e.model, "dimension": e.dimension,
+                                "took_ms": e.took_us as f64 / 1000.0, "error": null}),
+                Err(e) => json!({"loaded": false, "model": "all-minilm-l6-v2", "dimension": null,
+                                 "error": stage_error(&e)}),
+            }
+        },
+        store::health(DEADLINE_MS),
+        store::status(),
+        memory::queue_depths(
+            [CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE, mneme_background::TOOL_QUEUE].map(String::from).to_vec()
+        ),
+    );
+    let dep = |d: &store::Dependency| json!({"kind": d.kind, "ok": d.failure.is_none(), "failure": d.failure});
+    let mut model = model;
+    let (jobs, ingest) = match &app {
+        Ok(a) => {
+            if let Some(at) = a.last_model_reply_ms {
+                model["last_reply_ms"] = json!(at);
+            }
+            let jobs: Vec<Value> = mneme_entry::JOBS
+                .iter()
+                .map(|job| match a.runs.iter().find(|r| r.job == *job) {
+                    Some(r) => json!({"job": job, "last_run_ms": r.at_ms, "took_ms": r.took_ms, "ok": r.ok,
+                                      "outcome": r.outcome, "last_ok_ms": r.last_ok_ms}),
+                    None => json!({"job": job, "last_run_ms": null, "took_ms": null, "ok": null,
+                                   "outcome": "never run", "last_ok_ms": null}),
+                })
+                .collect();
+            (json!(jobs), json!(a.ingest_queued))
+        }
+        Err(_) => (Value::Null, Value::Null),
+    };
+    let queues = match &depths {
+        Ok(d) => {
+            let of = |q: &str| d.iter().find(|(n, _)| n == q).map_or(0, |(_, c)| *c);
+            json!({
+                "ingest": ingest,
+                "consolidation": of(CHUNKER_QUEUE) + of(EPISODIC_QUEUE) + of(SEMANTIC_QUEUE),
+                "tools": of(mneme_background::TOOL_QUEUE),
+            })
+        }
+        Err(_) => json!({"ingest": ingest, "consolidation": null, "tools": null}),
+    };
+    let storage_error = app.as_ref().err().or(depths.as_ref().err()).map(stage_error);
+    json!({
+        "version": version,
+        "checked_ms": now_ms,
+        "model": model,
+        "embeddings": embeddings,
+        "storage": {"sql": dep(&health.sql), "kv": dep(&health.kv), "error": storage_error},
+        "schema": {"version": health.migration_level, "latest": health.migration_latest,
+                   "pending": health.migration_level < health.migration_latest},
+        "jobs": jobs,
+        "queues": queues,
+    })
+}
+
+/// The model as configured, and whether its endpoint answers now.
+async fn model() -> Value {
+    let s = llm::status().await;
+    let url = spin_sdk::variables::get("llm_url").await.unwrap_or_default();
+    let backend = spin_sdk::variables::get("llm_backend").await.unwrap_or_default();
+    let backend = if backend.trim().eq_ignore_ascii_case("spin") { "spin" } else { "openai" };
+    // Only the host: a URL may carry credentials, which are never shown.
+    let host = url
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split(['/', '?', '#']).next())
+        .and_then(|a| a.rsplit('@').next())
+        .unwrap_or("")
+        .to_string();
+    let mut m = json!({
+        "configured": s.configured,
+        "backend": backend,
+        "endpoint": if host.is_empty() { Value::Null } else { json!(host) },
+        "primary": s.primary,
+        "light": s.light,
+        "reachable": null,
+        "probe_ms": null,
+        "error": null,
+        "last_reply_ms": null,
+    });
+    if !s.configured {
+        m["error"] = json!({
+            "code": "model-unavailable",
+            "message": if backend == "openai" && !url.trim().is_empty() {
+                "llm_url is set but llm_model is empty: set llm_model to the name of the model to use"
+            } else {
+                "no model is connected: set llm_url to an OpenAI-compatible endpoint and llm_model to the model's name"
+            },
+        });
+        return m;
+    }
+    match llm::probe(DEADLINE_MS).await {
+        Ok(ms) => {
+            m["reachable"] = json!(true);
+            m["probe_ms"] = json!(ms);
+        }
+        // The `spin` backend has no endpoint of its own to ask.
+        Err(e) if e.code == mneme_types::ErrorCode::ModelUnavailable => {}
+        Err(e) => {
+            m["reachable"] = json!(false);
+            m["error"] = stage_error(&e);
+        }
+    }
+    m
+}

@@ -464,8 +464,8 @@ const LINE_STYLES = [
 /**
  * A small line chart as inline SVG: `series` is [{name, values}] over the
  * same `dates` (YYYY-MM-DD); a null value breaks its line. `threshold`
- * draws a dashed rule with its label. The chart is an image with a
- * summary for screen readers; its numbers are in the caption's table.
+ * draws a dashed rule with its label. The chart is an image whose label
+ * says the latest values, and the legend repeats them in text.
  */
 function lineChart({ title, dates, series, yMax, threshold, summary }) {
   const W = 320, H = 120, L = 30, R = 8, T = 8, B = 20;
@@ -563,7 +563,13 @@ async function inboxView() {
   // timer, so the inbox never shows a stale "Nothing here yet." under the
   // run that has just made a recommendation (a run's own output stays).
   const sections = new Map();
+  // Redrawn only when something changed, so a keyboard user's focus on a
+  // rec link is not lost to a timer.
+  let drawn = "";
   const redraw = () => {
+    const now = JSON.stringify(recs.map((r) => [r.id, r.status, r.door, r.flags]));
+    if (now === drawn) return;
+    drawn = now;
     for (const [door, { count, list }] of sections) {
       const mine = recs.filter((r) => r.door === door);
       count.textContent = plural(mine.length, "recommendation");
@@ -1005,9 +1011,11 @@ async function statusView() {
   const jobs = st.jobs || [];
   const jobsCard = h("section", { class: "card", "aria-labelledby": "st-jobs" },
     h("h2", { id: "st-jobs" }, "Scheduled jobs"),
-    jobs.every((j) => !j.last_run_ms)
-      ? h("p", { class: "error" }, "No scheduled job has run yet. mneme up runs them; under plain spin up, start mneme cron beside it.")
-      : null,
+    st.jobs === null
+      ? h("p", { class: "error" }, `The job history could not be read: ${st.storage.error?.message || "the store did not answer"}.`)
+      : jobs.every((j) => !j.last_run_ms)
+        ? h("p", { class: "error" }, "No scheduled job has run yet. mneme up runs them; under plain spin up, start mneme cron beside it.")
+        : null,
     h("div", { class: "scroll" }, h("table", {},
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Job"), h("th", { scope: "col" }, "Last run"), h("th", { scope: "col" }, "Outcome"))),
       h("tbody", {}, jobs.map((j) => h("tr", { "data-job": j.job },

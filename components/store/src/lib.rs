@@ -137,16 +137,17 @@ impl Guest for Stage {
         let outcome: String = run.outcome.chars().take(300).collect();
         let at = Value::Int(run.at_ms as i64);
         let last_ok = if run.ok { at.clone() } else { Value::Null };
-        // A run that ends as the last one did, within a minute of it, writes
-        // nothing: most jobs poll every 2–15 s with nothing to do, and a
+        // A run older than the one kept (a slow tick that ended late) writes
+        // nothing; nor does a run that ends as the last one did, within a
+        // minute of it: most jobs poll every 2–15 s with nothing to do, and a
         // write (with its sync) on every idle tick cost 16% of an idle
         // app's CPU (BENCHMARKS, "Job runs for the status screen").
         sql.execute(
             "INSERT INTO job_runs (job, at_ms, took_ms, ok, outcome, last_ok_ms) VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (job) DO UPDATE SET at_ms = excluded.at_ms, took_ms = excluded.took_ms, ok = excluded.ok, \
              outcome = excluded.outcome, last_ok_ms = COALESCE(excluded.last_ok_ms, job_runs.last_ok_ms) \
-             WHERE job_runs.ok <> excluded.ok OR job_runs.outcome <> excluded.outcome \
-                OR excluded.at_ms >= job_runs.at_ms + 60000 OR excluded.at_ms < job_runs.at_ms",
+             WHERE excluded.at_ms >= job_runs.at_ms AND (job_runs.ok <> excluded.ok \
+                OR job_runs.outcome <> excluded.outcome OR excluded.at_ms >= job_runs.at_ms + 60000)",
             &[
                 run.job.as_str().into(),
                 at,

@@ -133,10 +133,14 @@ static REMIND_LEAD: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock
     .unwrap()
 });
 static REMIND_CONNECTOR: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
-    regex_lite::Regex::new(r"(?i)^(?:(?:to|that|about|for|of|please|i\s+(?:need|have)\s+to|[:,;-])\s*)+").unwrap()
+    regex_lite::Regex::new(r"(?i)^(?:(?:(?:to|that|about|for|of|please|i\s+(?:need|have)\s+to)\b|[:,;-])\s*)+").unwrap()
 });
-static REMIND_TAIL: std::sync::LazyLock<regex_lite::Regex> =
-    std::sync::LazyLock::new(|| regex_lite::Regex::new(r"(?i)(?:\s*(?:please|at|on|by|for|[.!?,;:-]))+$").unwrap());
+static REMIND_TAIL: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(r"(?i)(?:(?:^|\s)(?:please|at|on|by|for)|\s*[.!?,;:-])+$").unwrap()
+});
+static CANCEL_REMINDER: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
+    regex_lite::Regex::new(r"(?i)\b(?:cancel|delete|remove|drop|clear)\b.{0,40}\breminders?\b").unwrap()
+});
 static LIST_REMINDERS: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
     regex_lite::Regex::new(
         r"(?i)\b(?:(?:what|which|any|show|list|see|view)\b.{0,30}\breminders?|reminders?\s+(?:do\s+i\s+have|are\s+(?:there|pending|set))|(?:my|pending|upcoming)\s+reminders)\b",
@@ -217,7 +221,9 @@ pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64, zon
 pub fn schedule_plan(text: &str, now_ms: u64, zone: &mneme_time::Zone) -> Action {
     let obj = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
     let when = mneme_time::when::parse(text, now_ms as i64, zone);
-    let asks_to_list = LIST_REMINDERS.is_match(text) && !text.to_lowercase().contains("remind me");
+    // Cancelling needs the reminder's id, which the list shows.
+    let asks_to_list =
+        (LIST_REMINDERS.is_match(text) && !text.to_lowercase().contains("remind me")) || CANCEL_REMINDER.is_match(text);
     if asks_to_list || (when.is_none() && !REMIND_LEAD.is_match(text)) {
         return Action { kind: "schedule".into(), params: obj(serde_json::json!({"action": "list"})) };
     }
@@ -365,6 +371,20 @@ mod tests {
                 serde_json::json!({"action": "create", "message": "the tea is ready", "due_at": "2026-11-26T10:10:00-05:00"}),
             ),
             ("remind me to call mum", serde_json::json!({"action": "create", "message": "call mum"})),
+            (
+                "remind me tomorrow to feed the cat",
+                serde_json::json!({"action": "create", "message": "feed the cat", "due_at": "2026-11-27T09:00:00-05:00"}),
+            ),
+            (
+                "remind me to top up my card and call Ron on Friday at 5pm",
+                serde_json::json!({"action": "create", "message": "top up my card and call Ron", "due_at": "2026-11-27T17:00:00-05:00"}),
+            ),
+            (
+                "tomorrow at 9 remind me to forward the email about the subscription, please",
+                serde_json::json!({"action": "create", "message": "forward the email about the subscription", "due_at": "2026-11-27T09:00:00-05:00"}),
+            ),
+            ("cancel my reminder for tomorrow", serde_json::json!({"action": "list"})),
+            ("delete the reminder to call mum", serde_json::json!({"action": "list"})),
             ("what reminders do I have?", serde_json::json!({"action": "list"})),
             ("show my reminders for tomorrow", serde_json::json!({"action": "list"})),
             ("any reminders pending?", serde_json::json!({"action": "list"})),

@@ -57,20 +57,10 @@ const POINTING: &[&str] = &[
     "want",
     "need",
     "like",
-    "just",
-    "really",
-    "okay",
-    "maybe",
-    "please",
     "done",
     "bit",
     "part",
     "rest",
-    "what",
-    "about",
-    "some",
-    "more",
-    "less",
     "better",
     "worse",
     "earlier",
@@ -79,9 +69,6 @@ const POINTING: &[&str] = &[
     "last",
     "next",
     "said",
-    "over",
-    "well",
-    "then",
     "else",
 ];
 
@@ -92,17 +79,25 @@ const FUNCTION: &[&str] = &[
     "why", "who", "which", "when", "where", "not", "no", "yes", "all", "any", "up", "out", "go", "get", "got", "now",
     "too", "very", "hmm", "huh", "um", "uh", "er", "eh", "ok", "k", "oh", "ah", "right", "sure", "yeah", "yep",
     "what's", "that's", "it's", "let's", "don't", "didn't", "can't", "should", "have", "has", "had", "from", "by",
-    "into",
+    "into", "what", "about", "some", "more", "less", "just", "really", "okay", "maybe", "please", "over", "well",
+    "then",
 ];
 
 /// Whether the message names nothing to answer or act on (see the module
-/// comment). An empty message is not unclear: it is ignored upstream.
+/// comment): only function and pointing words, with something pointed at
+/// ("do it", "that one") or too short to ask anything ("why?", "and
+/// then?"). "What can you do?" points at nothing and is clear; a number
+/// ("what is 2+2?") is content. An empty message is not unclear: it is
+/// ignored upstream.
 pub fn is_unclear(text: &str) -> bool {
     let words = mneme_text::words(text);
+    let content = |w: &String| {
+        w.chars().any(|c| c.is_ascii_digit())
+            || !(POINTING.contains(&w.as_str()) || FUNCTION.contains(&w.as_str()) || w.chars().count() < 2)
+    };
     !words.is_empty()
-        && words
-            .iter()
-            .all(|w| POINTING.contains(&w.as_str()) || FUNCTION.contains(&w.as_str()) || w.chars().count() < 2)
+        && !words.iter().any(content)
+        && (words.len() <= 2 || words.iter().any(|w| POINTING.contains(&w.as_str())))
 }
 
 /// Words that only acknowledge ("ok", "sure", "got it").
@@ -219,6 +214,9 @@ mod tests {
         ("Which is bigger, Jupiter or Saturn?", Mode::Respond),
         ("Suggest a name for a grey kitten", Mode::Respond),
         ("what are the symptoms of dehydration", Mode::Respond),
+        ("What can you do?", Mode::Respond),
+        ("Who are you?", Mode::Respond),
+        ("What is 2+2?", Mode::Respond),
         // Things to do: the ACT loop's skills run without a model.
         ("Remind me tomorrow at 9 to call the dentist", Mode::Act),
         ("remind me in 20 minutes to take the bread out", Mode::Act),

@@ -42,13 +42,13 @@ const MONTHS: &str = "january|february|march|april|may|june|july|august|septembe
 
 static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bin\s+(?:the\s+next\s+)?({NUMBER})\s*(minutes?|mins?|hours?|hrs?|days?|weeks?)\b(\s+and\s+a\s+half)?"
+        r"\bin\s+(?:the\s+next\s+)?({NUMBER})\s*(minutes?|mins?|hours?|hrs?|days?|weeks?)\b(\s+and\s+a\s+half)?(?:\s+(?:and\s+)?(\d{{1,2}})\s*(?:minutes?|mins?)\b)?"
     ))
     .unwrap()
 });
 static EVERY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\b(?:every|each)\s+(?:(\d{{1,4}})\s+)?(minutes?|hours?|days?|mornings?|afternoons?|evenings?|nights?|weekdays?|weeks?|months?|{WEEKDAYS}|(?:{WEEKDAYS})s)\b|\b(daily|hourly|weekly|monthly)\b|\bon\s+weekdays\b"
+        r"\b(?:every|each)\s+(?:(\d{{1,4}})\s+)?(minutes?|mins?|hours?|hrs?|days?|mornings?|afternoons?|evenings?|nights?|weekdays?|weeks?|months?|{WEEKDAYS}|(?:{WEEKDAYS})s)\b|\b(daily|hourly|weekly|monthly)\b|\bon\s+weekdays\b"
     ))
     .unwrap()
 });
@@ -66,10 +66,36 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static TIME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"\b(?:at\s+|by\s+|@\s*)?(\d{1,2}):(\d{2})\s*(am|pm|a\.m\.|p\.m\.)?|\b(?:at\s+|by\s+|@\s*)?(\d{1,2})(?:\.(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)|\bat\s+(\d{1,2})\.(\d{2})\b|\b(?:at\s+)?(\d{1,2})\s*o'?clock\b|\bat\s+(\d{1,2})\b|\b(?:at\s+)?(noon|midday|midnight)\b",
+        r"\b(?:at\s+|by\s+|@\s*)?(\d{1,2}):(\d{2})\s*(am\b|pm\b|a\.m\.|p\.m\.)?|\b(?:at\s+|by\s+|@\s*)?(\d{1,2})(?:\.(\d{2}))?\s*(am\b|pm\b|a\.m\.|p\.m\.)|\bat\s+(\d{1,2})\.(\d{2})\b|\b(?:at\s+)?(\d{1,2})\s*o'?clock\b|\bat\s+(\d{1,2})\b|\b(?:at\s+)?(noon|midday|midnight)\b",
     )
     .unwrap()
 });
+/// Time words left in the text once the phrase is read: a time this
+/// reader does not understand ("half past 5", "the 15th"), so guessing
+/// would be wrong and the caller should ask.
+static LEFTOVER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b(?:half\s+past|quarter\s+(?:past|to)|\d{1,2}(?:st|nd|rd|th)|\d{1,2}[:.]\d{2}|\d{1,2}\s*(?:am|pm)|noon|midnight|o'?clock)\b").unwrap()
+});
+/// Words that may follow a bare "at 9" when it is a time ("at 9 to call
+/// Sam", "at 9 tomorrow"), unlike "look at 2 flats".
+const AFTER_BARE_HOUR: &[&str] = &[
+    "to", "and", "tomorrow", "today", "tonight", "on", "every", "each", "in", "for", "then", "please", "sharp",
+    "remind", "this", "next", "that", "about",
+];
+/// "weekly" and its kin are a recurrence when they stand where one does
+/// ("remind me weekly to…", "…daily at 8", "…stretch daily"), not as an
+/// adjective ("the weekly report").
+fn recurrence_word_stands(lower: &str, r: &Range<usize>) -> bool {
+    let before = lower[..r.start].trim_end();
+    let after = lower[r.end..].trim_start();
+    let next = after.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or("");
+    before.is_empty()
+        || before.ends_with("remind me")
+        || after.trim_start_matches(['.', '!', '?', ',', ';']).trim().is_empty()
+        || matches!(next, "at" | "on" | "from" | "starting" | "in" | "until" | "to" | "remind")
+        || after.starts_with(',')
+}
+
 static PART: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b(?:in\s+the\s+|this\s+|at\s+)?(morning|afternoon|evening|night)\b").unwrap());
 
@@ -201,20 +227,38 @@ pub fn parse(text: &str, now_ms: i64, zone: &Zone) -> Option<When> {
     // "in 20 minutes" is an instant of its own unless it counts days and a
     // clock time follows ("in 2 days at 10").
     let mut relative_days = None;
-    if let Some(c) = RELATIVE.captures(&lower) {
+    // A day or a clock time named elsewhere wins over "in 3 weeks", which is
+    // then part of what to be reminded of ("that my passport expires in 3 weeks").
+    // ("in 2 days at 10" keeps its days: a clock time alone does not name a day.)
+    let anchored = |r: &Range<usize>, with_clock: bool| {
+        let outside = |m: regex_lite::Match| m.end() <= r.start || r.end <= m.start();
+        DAY.find_iter(&lower).any(outside)
+            || DATE.find_iter(&lower).any(outside)
+            || (with_clock && TIME.find_iter(&lower).any(outside))
+    };
+    if let Some(c) = RELATIVE.captures(&lower).filter(|c| {
+        let unit = c.get(2).map_or("", |m| m.as_str());
+        let days = unit.starts_with('d') || unit.starts_with('w');
+        !anchored(&c.get(0).unwrap().range(), !days)
+    }) {
         let n = number(c.get(1)?.as_str())? + if c.get(3).is_some() { 0.5 } else { 0.0 };
+        let extra: f64 = c.get(4).and_then(|m| m.as_str().parse().ok()).unwrap_or(0.0);
         let unit = c.get(2)?.as_str();
         let minutes = match unit.as_bytes()[0] {
             b'm' => 1.0,
             b'h' => 60.0,
             b'd' => 1440.0,
             _ => 10_080.0,
-        } * n;
+        } * n
+            + extra;
         spans.push(c.get(0)?.range());
         if unit.starts_with('d') || unit.starts_with('w') {
             relative_days = Some((minutes / 1440.0).round() as i64);
         } else {
             if !(1.0..=527_040.0).contains(&minutes) {
+                return None;
+            }
+            if LEFTOVER.is_match(&without(&lower, &spans)) {
                 return None;
             }
             let due_ms = now_ms + (minutes * 60_000.0).round() as i64;
@@ -225,16 +269,19 @@ pub fn parse(text: &str, now_ms: i64, zone: &Zone) -> Option<When> {
     let mut recurrence = None;
     let mut every_day: Option<Weekday> = None;
     let mut every_part: Option<(i8, i8)> = None;
-    if let Some(c) = EVERY.captures(&lower) {
+    if let Some(c) = EVERY
+        .captures_iter(&lower)
+        .find(|c| c.get(3).is_none() || recurrence_word_stands(&lower, &c.get(0).unwrap().range()))
+    {
         spans.push(c.get(0)?.range());
         let n: Option<u32> = c.get(1).and_then(|m| m.as_str().parse().ok());
         let word = c.get(2).or(c.get(3)).map_or("weekdays", |m| m.as_str());
         let word = if word == "weekdays" || word == "weekday" { word } else { word.trim_end_matches('s') };
         recurrence = Some(match (word, n) {
             ("minute" | "min", Some(n)) => Recurrence::Interval(n),
-            ("minute", None) => Recurrence::Interval(1),
-            ("hour", Some(n)) => Recurrence::Interval(n.checked_mul(60)?),
-            ("hour" | "hourly", None) => Recurrence::Hourly,
+            ("minute" | "min", None) => Recurrence::Interval(1),
+            ("hour" | "hr", Some(n)) => Recurrence::Interval(n.checked_mul(60)?),
+            ("hour" | "hr" | "hourly", None) => Recurrence::Hourly,
             (_, Some(_)) => return None,
             ("weekday" | "weekdays", None) => Recurrence::Weekdays,
             ("week" | "weekly", None) => Recurrence::Weekly,
@@ -292,7 +339,8 @@ pub fn parse(text: &str, now_ms: i64, zone: &Zone) -> Option<When> {
     if day.is_none() {
         for c in DAY.captures_iter(&lower) {
             let r = c.get(0)?.range();
-            if !free(&spans, &r) {
+            // "tomorrow's meeting" names a thing, not the due day.
+            if !free(&spans, &r) || lower[r.end..].starts_with("'s") || lower[r.end..].starts_with("\u{2019}s") {
                 continue;
             }
             day = if let Some(w) = c.get(2) {
@@ -318,6 +366,42 @@ pub fn parse(text: &str, now_ms: i64, zone: &Zone) -> Option<When> {
     let mut time: Option<Clock> = None;
     for c in TIME.captures_iter(&lower) {
         let r = c.get(0)?.range();
+        // A bare "at 2" is a time only where one reads on ("at 2 to call
+        // Sam"), not in "look at 2 flats".
+        let bare = c.get(10).is_some();
+        let next = lower[r.end..].split(|ch: char| !ch.is_ascii_alphanumeric() && ch != '\'').find(|w| !w.is_empty());
+        let before = lower[..r.start].trim_end();
+        let prev = before.rsplit(|ch: char| !ch.is_ascii_alphanumeric()).find(|w| !w.is_empty()).unwrap_or("");
+        let leads = before.is_empty()
+            || before.ends_with("remind me")
+            || weekday(prev).is_some()
+            || matches!(
+                prev,
+                "tomorrow"
+                    | "today"
+                    | "tonight"
+                    | "tmrw"
+                    | "tmr"
+                    | "morning"
+                    | "afternoon"
+                    | "evening"
+                    | "night"
+                    | "day"
+                    | "days"
+                    | "weekday"
+                    | "weekdays"
+                    | "week"
+                    | "daily"
+                    | "weekly"
+                    | "monthly"
+            );
+        if bare
+            && !leads
+            && next.is_some_and(|w| !AFTER_BARE_HOUR.contains(&w))
+            && !lower[r.end..].trim_start().starts_with(',')
+        {
+            continue;
+        }
         if free(&spans, &r)
             && let Some(k) = clock(&c)
         {
@@ -348,10 +432,12 @@ pub fn parse(text: &str, now_ms: i64, zone: &Zone) -> Option<When> {
     // A named day or a recurrence reads 1–6 as afternoon hours; with
     // neither, a bare hour stays open and the nearer future reading wins.
     let named = day.is_some() || recurrence.is_some();
+    let morning = part == Some("morning") || every_part == Some(part_time("morning"));
     let clock = match time {
+        Some(k) if !k.settled && morning => Clock { settled: true, ..k },
         Some(k) if !k.settled && evening && k.hour < 12 => Clock { hour: k.hour + 12, settled: true, ..k },
         Some(k) if !k.settled && named && (1..=6).contains(&k.hour) => Clock { hour: k.hour + 12, settled: true, ..k },
-        Some(k) if !k.settled && (named || evening || part == Some("morning")) => Clock { settled: true, ..k },
+        Some(k) if !k.settled && (named || evening) => Clock { settled: true, ..k },
         Some(k) => k,
         None => {
             let (hour, minute) = part.map(part_time).or(every_part).unwrap_or(DAY_DEFAULT);
@@ -408,6 +494,9 @@ pub fn parse(text: &str, now_ms: i64, zone: &Zone) -> Option<When> {
         }
     };
     spans.sort_by_key(|r| r.start);
+    if LEFTOVER.is_match(&without(&lower, &spans)) {
+        return None;
+    }
     Some(When { due_ms, recurrence, spans })
 }
 
@@ -507,6 +596,59 @@ mod tests {
             (&london, "at 14:00 call the bank", "2026-11-26T14:00:00Z", None, "call the bank"),
             (&london, "on Thursday at 9 review", "2026-12-03T09:00:00Z", None, "review"),
             (&london, "on Thursday at 4pm review", "2026-11-26T16:00:00Z", None, "review"),
+            (&london, "tomorrow morning at 6 go running", "2026-11-27T06:00:00Z", None, "go running"),
+            (&london, "every morning at 6 take meds", "2026-11-27T06:00:00Z", Some(Daily), "take meds"),
+            (
+                &london,
+                "remind me to send the weekly report on Friday",
+                "2026-11-27T09:00:00Z",
+                None,
+                "remind me to send the weekly report",
+            ),
+            (
+                &london,
+                "remind me weekly on Monday to water the ferns",
+                "2026-11-30T09:00:00Z",
+                Some(Weekly),
+                "remind me to water the ferns",
+            ),
+            (&london, "stretch daily at 8", "2026-11-27T08:00:00Z", Some(Daily), "stretch"),
+            (
+                &london,
+                "remind me tomorrow at 9 that my passport expires in 3 weeks",
+                "2026-11-27T09:00:00Z",
+                None,
+                "remind me that my passport expires in 3 weeks",
+            ),
+            (
+                &london,
+                "remind me in 1 hour 30 minutes to take the cake out",
+                "2026-11-26T11:30:00Z",
+                None,
+                "remind me to take the cake out",
+            ),
+            (
+                &london,
+                "remind me to return 2 Amazon parcels tomorrow",
+                "2026-11-27T09:00:00Z",
+                None,
+                "remind me to return 2 Amazon parcels",
+            ),
+            (
+                &london,
+                "remind me to look at 2 flats on Saturday",
+                "2026-11-28T09:00:00Z",
+                None,
+                "remind me to look at 2 flats",
+            ),
+            (
+                &london,
+                "remind me at 5 to prepare for tomorrow's meeting",
+                "2026-11-26T17:00:00Z",
+                None,
+                "remind me to prepare for tomorrow's meeting",
+            ),
+            (&london, "every 30 mins drink water", "2026-11-26T10:30:00Z", Some(Interval(30)), "drink water"),
         ];
         for (zone, text, due, rec, rest) in cases {
             let got = read(text, zone).unwrap_or_else(|| panic!("no time read in {text:?}"));
@@ -520,6 +662,9 @@ mod tests {
         for text in [
             "remind me to call the dentist",
             "what reminders do I have",
+            "remind me tomorrow at half past 5 to leave",
+            "remind me on the 15th at 10 to pay rent",
+            "remind me to ask about the hourly rate",
             "I ran 5 km in 30 min", // no "in N minutes" ahead: "in 30 min" reads, see below
             "every 3000 minutes ping",
             "today",

@@ -330,7 +330,13 @@ async fn act_loop(
         now_ms: now,
     };
     let mut lp = ActLoop::new(origin, Limits::default());
-    let zone = principal_zone().await?;
+    // A `time_zone` that names no zone must not stop lists or focus: the
+    // rules read reminders in UTC, and the skill itself refuses to set one
+    // with the deployment's error.
+    let zone = principal_zone().await.unwrap_or_else(|e| {
+        eprintln!("act: {}; reminders are read in UTC", e.message);
+        mneme_time::Zone::utc()
+    });
     let mut results: Vec<ActResult> = Vec::new();
     let mut model_us = 0;
     let mut rule_based = false;

@@ -492,7 +492,7 @@ function lineChart({ title, dates, series, yMax, threshold, summary }) {
     svg("text", { x: W - R, y: H - 4, "text-anchor": "end", class: "tick" }, dates[dates.length - 1]?.slice(5) || ""),
     threshold !== undefined
       ? [svg("line", { x1: L, y1: y(threshold), x2: W - R, y2: y(threshold), class: "threshold", "data-threshold": threshold }),
-         svg("text", { x: W - R, y: y(threshold) - 3, "text-anchor": "end", class: "tick" }, `fires at ${threshold}`)]
+         svg("text", { x: L + 4, y: y(threshold) - 3, class: "tick" }, `fires at ${threshold}`)]
       : null,
     paths,
   );
@@ -543,6 +543,48 @@ function recList(recs) {
 
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
+/** A door's component labels by name, from its configuration. */
+function labels(config) {
+  return Object.fromEntries((config?.components || []).map((c) => [c.name, c.label || c.name.replace(/_/g, " ")]));
+}
+
+/**
+ * A door's drift over the last 28 days, read as each day stood: the
+ * composite with the fire threshold, and each normalised component.
+ */
+async function doorCharts(door, config, into) {
+  try {
+    const hist = await api("GET", `/rx/${encodeURIComponent(door)}/history?days=28`);
+    if (!hist.dates.length) {
+      into.replaceChildren(h("p", { class: "muted" }, hist.note || "No history yet."));
+      return;
+    }
+    const names = labels(config);
+    const last = (v) => [...v].reverse().find((x) => x !== null && x !== undefined);
+    const comps = Object.entries(hist.components);
+    into.replaceChildren(
+      lineChart({
+        title: "Drift, last 28 days",
+        dates: hist.dates,
+        series: [{ name: "drift", values: hist.composite }],
+        yMax: 1,
+        threshold: hist.fire_threshold,
+        summary: `today ${num(last(hist.composite), 2)}, fires at ${hist.fire_threshold}`,
+      }),
+      lineChart({
+        title: "Its signals (0 on track, 1 far off)",
+        dates: hist.dates,
+        series: comps.map(([n, v]) => ({ name: names[n] || n, values: v })),
+        yMax: 1,
+        threshold: hist.fire_threshold,
+        summary: comps.map(([n, v]) => `${names[n] || n} ${num(last(v) ?? null, 2)}`).join(", "),
+      }),
+    );
+  } catch (e) {
+    into.replaceChildren(h("p", { class: "error" }, explain(e)));
+  }
+}
+
 /** How often an open inbox looks for recommendations made elsewhere (a scheduled run, another tab). */
 const INBOX_POLL_MS = 60_000;
 
@@ -591,7 +633,9 @@ async function inboxView() {
     const run = h("button", { type: "button", class: "secondary" }, `Run ${door}`);
     const count = h("span", { class: "muted", "data-rec-count": door });
     const list = h("div", {});
+    const charts = h("div", { class: "charts", "data-door-charts": door });
     sections.set(door, { count, list });
+    doorCharts(door, doors.find((d) => d.name === door), charts);
     run.addEventListener("click", async () => {
       run.disabled = true;
       out.replaceChildren(h("p", { class: "muted" }, `Running ${door}…`));
@@ -613,6 +657,7 @@ async function inboxView() {
         "section",
         { class: "door", "aria-labelledby": `door-${door}` },
         h("h2", { id: `door-${door}` }, door[0].toUpperCase() + door.slice(1), " ", count),
+        charts,
         h("p", {}, run),
         out,
         list,
@@ -695,9 +740,31 @@ async function recView(id) {
           rec.flags?.forced_decision ? h("p", { class: "muted" }, "Snoozed twice already: this is a forced decision (act, skip or dismiss).") : null,
         ),
       );
+  // The signal that drove this rec, over the last 28 days.
+  const signal = h("div", { class: "charts", "data-driving-signal": rec.driving_signal || "" });
+  if (rec.driving_signal) {
+    api("GET", `/rx/${encodeURIComponent(rec.door)}/history?days=28`)
+      .then(async (hist) => {
+        const values = hist.components?.[rec.driving_signal];
+        if (!values || !hist.dates.length) return;
+        const config = (await api("GET", "/rx/doors")).doors.find((d) => d.name === rec.door);
+        const label = labels(config)[rec.driving_signal] || rec.driving_signal;
+        const last = [...values].reverse().find((x) => x !== null && x !== undefined);
+        signal.replaceChildren(lineChart({
+          title: `Driving signal: ${label}, last 28 days`,
+          dates: hist.dates,
+          series: [{ name: label, values }],
+          yMax: 1,
+          threshold: hist.fire_threshold,
+          summary: `today ${num(last ?? null, 2)}, fires at ${hist.fire_threshold}`,
+        }));
+      })
+      .catch(() => signal.replaceChildren(h("p", { class: "muted" }, "The signal's history could not be read.")));
+  }
   put(root, 
     h("h1", { id: "rec-title" }, rec.tldr),
     h("div", {}, badges(rec), h("span", { class: "muted" }, ` ${rec.door} · drift ${num(rec.drift_score)} · confidence ${rec.confidence} · snoozed ${rec.snooze_count}×`)),
+    signal,
     actions,
     status,
     front ? h("details", {}, h("summary", {}, "Frontmatter"), h("dl", { class: "fields" }, frontmatterPairs(front).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))) : null,

@@ -643,3 +643,51 @@ fn view_doors_run_in_one_transaction() {
         assert_eq!(again["status"], "open", "the door was left free: {again}");
     }
 }
+
+/// The Inbox's charts: a door's components and composite day by day, read
+/// through its views as of each day (migration 0014), leaving nothing
+/// behind; a run afterwards sees today as the last point does.
+#[test]
+fn a_door_history_reads_each_day_as_it_stood() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, None, false);
+        let now = now_ms();
+        // Three sessions 10, 9 and 8 days ago against a target of three a week.
+        let obs = json!({"observations": [
+            {"kind": "checkin", "energy": 4, "sleep": 4, "target_sessions_per_week": 3, "at": now - 14 * DAY},
+            {"kind": "workout", "type": "strength", "minutes": 45, "at": now - 10 * DAY},
+            {"kind": "workout", "type": "strength", "minutes": 45, "at": now - 9 * DAY},
+            {"kind": "workout", "type": "strength", "minutes": 45, "at": now - 8 * DAY}
+        ]});
+        ok(call(&app, "POST", "/rx/fitness/observations", Some(obs), None), 201);
+
+        let h = ok(call(&app, "GET", "/rx/fitness/history?days=28", None, Some(now)), 200);
+        let pace: Vec<Option<f64>> =
+            h["components"]["session_pace"].as_array().unwrap().iter().map(Value::as_f64).collect();
+        assert_eq!((h["dates"].as_array().unwrap().len(), pace.len()), (28, 28), "{backend:?}: {h}");
+        assert_eq!(h["fire_threshold"], 0.5);
+        // Index 27 is today; index 27 − k is k days ago.
+        assert_eq!(pace[27 - 15], Some(1.0), "{backend:?}: no session yet 15 days ago: {pace:?}");
+        assert_eq!(pace[27 - 8], Some(0.0), "{backend:?}: three of three in the week 8 days ago: {pace:?}");
+        assert_eq!(pace[27], Some(1.0), "{backend:?}: none in the last week: {pace:?}");
+        let composite: Vec<f64> = h["composite"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert!(composite[27 - 8] < composite[27], "the composite falls with the sessions: {composite:?}");
+        // Nothing is left in the clock table: today's run reads the wall
+        // clock and finds today's point (step 3's trace says "drift X").
+        let r = run(&app, "fitness", now);
+        let step3 = r["trace"].as_array().unwrap().iter().find(|s| s["step"] == "3").expect("step 3").clone();
+        let drift: f64 = step3["outcome"].as_str().unwrap().trim_start_matches("drift ").parse().unwrap();
+        assert!(
+            (drift - composite[27]).abs() < 1e-9,
+            "{backend:?}: the run ({drift}) and today's point ({})",
+            composite[27]
+        );
+        let today = ok(call(&app, "GET", "/rx/fitness/history?days=1", None, Some(now)), 200);
+        assert_eq!((today["composite"][0].as_f64(), &today["dates"][0]), (Some(composite[27]), &h["dates"][27]));
+        for bad in ["0", "91", "x"] {
+            call(&app, "GET", &format!("/rx/fitness/history?days={bad}"), None, None).assert_error(400, "invalid");
+        }
+        call(&app, "POST", "/rx/fitness/history", None, None).assert_error(405, "method-not-allowed");
+    }
+}

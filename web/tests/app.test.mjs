@@ -146,6 +146,14 @@ try {
   await page.getByRole("heading", { name: "Recommendations", exact: true }).waitFor(WAIT);
   const fitness = page.locator(".door", { has: page.getByRole("heading", { name: /Fitness/ }) });
   assert.equal(await fitness.locator("[data-rec-count]").textContent(), "0 recommendations");
+  // The door's drift over 28 days, read as each day stood, with the fire threshold.
+  const drift = fitness.locator("figure.chart-box", { hasText: "Drift, last 28 days" });
+  await drift.waitFor(WAIT);
+  assert.equal(await drift.locator("line.threshold").getAttribute("data-threshold"), "0.5");
+  assert.match(await drift.locator("path[data-series=drift]").getAttribute("d"), /^M[\d.]+,[\d.]+(L[\d.]+,[\d.]+){27}$/);
+  const signalsChart = fitness.locator("figure.chart-box", { hasText: "Its signals" });
+  assert.match(await signalsChart.locator("ul.legend").textContent(), /session pace/);
+  assert.match(await signalsChart.locator("svg.chart").getAttribute("aria-label"), /session pace \d\.\d\d/);
   await page.getByRole("button", { name: "Run fitness" }).click();
   await page.getByText("New recommendation:").waitFor(WAIT);
   // The door redraws itself under the run: no refresh, no stale "Nothing here yet.".
@@ -162,10 +170,16 @@ try {
   await recLink.click();
   await page.locator("section.counter").waitFor(WAIT);
   assert.match(await page.locator("section.counter").textContent(), /Reject if/);
+  const driving = page.locator("figure.chart-box", { hasText: "Driving signal:" });
+  await driving.waitFor(WAIT);
+  assert.equal(await driving.locator("line.threshold").count(), 1);
+  assert.equal(await driving.locator("path").first().getAttribute("d") !== "", true);
   await assertLabelled(page, "rec");
   await page.getByLabel("Snooze for").selectOption("3");
   await page.getByRole("button", { name: "Snooze" }).click();
   await page.locator(".badge.status", { hasText: "snoozed" }).waitFor(WAIT);
+  await page.locator("figure.chart-box", { hasText: "Driving signal:" }).waitFor(WAIT);
+  await page.evaluate(() => window.scrollTo(0, 0));
   await shot(page, "rec");
   await page.getByLabel("Fit (1–5)").selectOption("4");
   await page.getByRole("button", { name: "Acted" }).click();

@@ -156,6 +156,14 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
                 reply(stage_value(rx::artifacts(name.to_string()).await.map(|a| json!({"artifacts": a}))))
             }
             ("artifacts", _) => allowed("GET"),
+            ("history", Method::GET) => {
+                let days = match crate::num(query, "days", 28, 1, 90) {
+                    Ok(d) => d,
+                    Err(e) => return err(e),
+                };
+                reply(stage_value(rx::history(name.to_string(), days, now as i64).await.map(|h| history_json(&h))))
+            }
+            ("history", _) => allowed("GET"),
             _ => err(ApiError::not_found(format!("no endpoint at {path}"))),
         };
     }
@@ -489,4 +497,19 @@ async fn compose(i: &Inputs<'_>) -> Result<(Draft, String, String), Vec<String>>
         }
     }
     Err(reasons)
+}
+
+/// A door's history as the web app draws it: the dates, the composite per
+/// day, and each component's normalised value per day, by name.
+fn history_json(h: &mneme_types::rx::DoorHistory) -> Value {
+    let dates: Vec<String> =
+        h.points.iter().map(|p| mneme_time::calendar::format_date(p.at_ms.div_euclid(86_400_000))).collect();
+    let composite: Vec<f64> = h.points.iter().map(|p| p.composite).collect();
+    let mut components = serde_json::Map::new();
+    for (i, name) in h.components.iter().enumerate() {
+        let series: Vec<Option<f64>> = h.points.iter().map(|p| p.components.get(i).copied().flatten()).collect();
+        components.insert(name.clone(), json!(series));
+    }
+    json!({"door": h.door, "fire_threshold": h.fire_threshold, "dates": dates, "composite": composite,
+           "components": components, "note": h.note})
 }

@@ -25,7 +25,7 @@ mod run;
 
 use exports::mneme::rx::rx::Guest;
 use mneme_types::rx::{
-    ArtifactView, Disposition, PushedRec, RecArtifact, RecStatus, RecView, RunDraft, RunResult, RunStart,
+    ArtifactView, Disposition, DoorHistory, PushedRec, RecArtifact, RecStatus, RecView, RunDraft, RunResult, RunStart,
 };
 use mneme_types::{StageError, VaultFile};
 
@@ -87,6 +87,9 @@ impl Guest for Stage {
     }
     async fn vault() -> Result<Vec<VaultFile>, StageError> {
         Ok(recs::vault().await?)
+    }
+    async fn history(door: String, days: u32, now_ms: i64) -> Result<DoorHistory, StageError> {
+        Ok(run::history(&door, days, now_ms).await?)
     }
     async fn artifacts(door: String) -> Result<Vec<ArtifactView>, StageError> {
         Ok(recs::artifacts(&door).await?)

@@ -19,7 +19,7 @@ use mneme_rx::{TraceStep, trace_entry};
 use mneme_store::{Echo, Piece, Row, Sql, StoreError, Value};
 use mneme_substrate::{Fail, Result, as_store_error, json_text, new_id, random_hex};
 use mneme_time::calendar::{format_date, utc_timestamp as timestamp};
-use mneme_types::rx::{RunDraft, RunResult, RunStart, RunState};
+use mneme_types::rx::{DoorHistory, HistoryPoint, RunDraft, RunResult, RunStart, RunState};
 use serde_json::{Value as J, json};
 use spin_sdk::http::body::IncomingBodyExt;
 use std::time::{Duration, Instant};
@@ -218,6 +218,53 @@ async fn read_views(sql: &Sql, door: &Door, view: &str, acute: Option<&str>) -> 
     });
     decoded.map_err(failed)?;
     Ok((s, aux))
+}
+
+/// The most days `history` reads: each is one pass over the door's views.
+pub const HISTORY_MAX_DAYS: u32 = 90;
+
+/// The door's signals on each of `days` days ending at `now` (#26 item 5):
+/// inside one transaction, `rx_clock` holds each day's instant in turn, so
+/// `rx_now` and `rx_observations_asof` (migration 0014) give every view
+/// the door as it stood then; the row is gone before the commit, and no
+/// other reader ever sees it.
+pub async fn history(name: &str, days: u32, now: i64) -> Result<DoorHistory> {
+    let sql = mneme_store::open_sql().await?;
+    let door = load_door(&sql, name).await?;
+    let names: Vec<String> = door.components.iter().map(|c| c.name.clone()).collect();
+    let mut out = DoorHistory {
+        door: door.name.clone(),
+        fire_threshold: door.fire_threshold,
+        components: names.clone(),
+        points: Vec::new(),
+        note: None,
+    };
+    let SignalSource::Sql { view, .. } = &door.signals else {
+        out.note = Some("this door's signals come over HTTP, which keeps no past to read".into());
+        return Ok(out);
+    };
+    let days = days.clamp(1, HISTORY_MAX_DAYS);
+    let points = sql
+        .transaction(async |sql| {
+            let mut points = Vec::with_capacity(days as usize);
+            for k in (0..i64::from(days)).rev() {
+                let at = now - k * 86_400_000;
+                sql.execute("DELETE FROM rx_clock", &[]).await?;
+                sql.execute("INSERT INTO rx_clock (now_ms) VALUES ($1)", &[Value::Int(at)]).await?;
+                let (s, aux) = read_views(sql, &door, view, None).await.map_err(as_store_error)?;
+                let c = signals::composite(&door, &s, &aux).map_err(|e| StoreError::new("upstream", e))?;
+                let components = names
+                    .iter()
+                    .map(|n| s.components.iter().find(|x| &x.component == n).map(|x| x.normalised))
+                    .collect();
+                points.push(HistoryPoint { at_ms: at, composite: c.drift_score, components });
+            }
+            sql.execute("DELETE FROM rx_clock", &[]).await?;
+            Ok(points)
+        })
+        .await?;
+    out.points = points;
+    Ok(out)
 }
 
 /// Step 1 for a door whose signals come over HTTP.

@@ -392,6 +392,22 @@ impl App {
         log
     }
 
+    /// Waits up to `limit` for `needle` to appear in the log. The runner
+    /// writes a request's line from a thread of its own after the response,
+    /// so a line can trail what the request did by moments.
+    pub fn wait_log(&self, needle: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.log().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn get(&self, path: &str) -> Resp {
         self.request("GET", path, &[], None)
     }

@@ -233,7 +233,11 @@ fn mneme_cron_runs_the_schedules_against_a_deployment_and_backs_off() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(cron.log().matches("cron tick /tick/heartbeat 200").count() >= 2, "{}", cron.log());
-    assert!(app.log().contains("POST /tick/heartbeat"), "the ticks reached the app over HTTP:\n{}", app.log());
+    assert!(
+        app.wait_log("POST /tick/heartbeat", Duration::from_secs(5)),
+        "the ticks reached the app over HTTP:\n{}",
+        app.log()
+    );
     let beats = tick(&app, "heartbeat").json()["result"]["beats"].as_u64().unwrap();
     assert!(beats >= 3, "the scheduled heartbeats were recorded: {beats}");
     drop(cron);

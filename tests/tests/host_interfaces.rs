@@ -296,10 +296,7 @@ fn each_request_logs_method_path_component_status_and_duration() {
     app.get("/kv?store=default");
     // The log is written by a thread of its own: the line follows the
     // response within moments.
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while std::time::Instant::now() < until && !app.log().contains("GET /kv probe 200 ") {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    app.wait_log("GET /kv probe 200 ", std::time::Duration::from_secs(2));
     let log = app.log();
     let line = log
         .lines()

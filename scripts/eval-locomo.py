@@ -11,10 +11,12 @@ Recall is reported for conversations 0-4 (`fit`: the only ones any constant,
 weight or choice of the retrieval may be fitted on), 5-9 (`held_out`) and all
 ten (issue #25).
 
-Usage: eval-locomo.py BASE_URL API_KEY [--dump FILE] [--context N]
---context N indexes each turn with the text of the N turns before and after it
-in its session (a lever of issue #25, measured client-side before the app does it).
-Reads nothing but the dataset and the API; prints a JSON summary.
+Usage: eval-locomo.py BASE_URL API_KEY [--dump FILE] [--context N] [--convs A-B]
+--context N sends each turn with the text of the N turns before and after it in
+its session as the document's `context` (D-K13), so the app indexes it below the
+turn's own words and its embedding reads it. --convs A-B runs conversations A
+to B only (say 0-4 while fitting a constant); the summary's splits then count
+only those. Reads nothing but the dataset and the API; prints a JSON summary.
 """
 
 import json
@@ -54,11 +56,11 @@ def turns(conv, context=0):
                 text += f" [image: {t['blip_caption']}]"
             texts.append(text)
         for i, t in enumerate(session):
-            text = texts[i]
+            doc = {"id": t["dia_id"], "title": t["speaker"], "text": texts[i]}
             if context:
                 around = texts[max(0, i - context) : i] + texts[i + 1 : i + 1 + context]
-                text += " (context: " + " ".join(around) + ")"
-            yield {"id": t["dia_id"], "title": t["speaker"], "text": text}
+                doc["context"] = " ".join(around)
+            yield doc
         n += 1
 
 
@@ -66,6 +68,9 @@ def main():
     base, key = sys.argv[1].rstrip("/"), sys.argv[2]
     dump = sys.argv[sys.argv.index("--dump") + 1] if "--dump" in sys.argv else None
     context = int(sys.argv[sys.argv.index("--context") + 1]) if "--context" in sys.argv else 0
+    first, last = 0, 9
+    if "--convs" in sys.argv:
+        first, last = (int(x) for x in sys.argv[sys.argv.index("--convs") + 1].split("-"))
     data = json.load(open(sys.path[0] + "/../../shared/data/locomo10.json"))
     hits = {m: {k: [] for k in KS} for m in MODES}
     conv_of = []
@@ -73,6 +78,8 @@ def main():
     raw = []
     started = time.time()
     for ci, conv in enumerate(data):
+        if not first <= ci <= last:
+            continue
         call(base, key, "DELETE", "/privacy/delete-all?confirm=true")
         docs = list(turns(conv, context))
         for i in range(0, len(docs), 128):

@@ -653,6 +653,49 @@ fn the_vault_search_covers_documents_and_entries() {
     }
 }
 
+/// A document's context (D-K13) is found by full text, ranks below a
+/// document whose own words match, is read by the embedding, and is never
+/// shown as the document's text.
+#[test]
+fn a_documents_context_is_searchable_below_its_own_words() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, false);
+        let turn = "Mel: Yes, I signed up for it yesterday after work.";
+        let around = "Caroline: Did you join the pottery class at the community centre?";
+        let r = post(
+            &app,
+            "/documents",
+            json!({"documents": [
+                {"id": "t-2", "title": "Mel", "text": turn, "context": around},
+                {"id": "t-2-bare", "title": "Mel", "text": turn},
+                {"id": "t-9", "title": "Caroline", "text": "The pottery class at the centre starts on Monday."},
+                {"id": "t-5", "title": "Mel", "text": "We went hiking by the lake on Sunday."}
+            ]}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let ids = |mode: &str| -> Vec<String> {
+            let hits = get(&app, &format!("/search?q=pottery%20class&k=4&corpus=document&mode={mode}"));
+            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
+        };
+        let text = ids("text");
+        assert_eq!(text, ["t-9", "t-2"], "{backend:?}: own words first, then the context; nothing else matches");
+        let vector = ids("vector");
+        let at = |id: &str| vector.iter().position(|v| v == id).unwrap();
+        assert!(at("t-2") < at("t-2-bare"), "{backend:?}: the embedding reads the context: {vector:?}");
+        let hit = get(&app, "/search?q=pottery%20class&k=4&corpus=document&mode=text");
+        let snippet = hit["results"][1]["snippet"].as_str().unwrap();
+        assert!(snippet.contains("signed up") && !snippet.contains("Caroline"), "{snippet}");
+        // Replacing the document replaces its context.
+        let r = post(&app, "/documents", json!({"id": "t-2", "title": "Mel", "text": turn}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(ids("text"), ["t-9"], "{backend:?}");
+        let long = "x ".repeat(10_001);
+        post(&app, "/documents", json!({"text": "a", "context": long})).assert_error(400, "invalid");
+        post(&app, "/documents", json!({"text": "a", "context": 7})).assert_error(400, "invalid");
+    }
+}
+
 #[test]
 fn a_failing_model_retries_the_job_then_fails_it_and_a_reingest_requeues_it() {
     for backend in BACKENDS {

@@ -378,7 +378,7 @@ async fn documents(req: Request) -> Reply {
             if !d.is_object() {
                 return Err(bad("invalid", "a document must be a JSON object"));
             }
-            known_fields(d, &["id", "title", "text", "source_url", "source_date"])?;
+            known_fields(d, &["id", "title", "text", "context", "source_url", "source_date"])?;
             let text = opt_str(d, "text", 100_000)?.ok_or_else(|| bad("invalid", "`text` is required"))?;
             let id = opt_str(d, "id", 100)?;
             if let Some(id) = &id
@@ -390,6 +390,7 @@ async fn documents(req: Request) -> Reply {
                 id,
                 title: opt_str(d, "title", 300)?,
                 text,
+                context: opt_str(d, "context", 20_000)?,
                 source_url: url(d, "source_url")?,
                 source_date: date(d, "source_date", false)?,
             })

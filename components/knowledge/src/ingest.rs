@@ -492,7 +492,14 @@ async fn apply_one(
             if superseded_by.is_none() {
                 let (title, body) = search_text(&e);
                 let meta = json!({"type": e.kind.as_str()});
-                let new = search::NewItem { corpus: CORPUS, ref_id: &e.id, title: &title, body: &body, meta: &meta };
+                let new = search::NewItem {
+                    corpus: CORPUS,
+                    ref_id: &e.id,
+                    title: &title,
+                    body: &body,
+                    context: "",
+                    meta: &meta,
+                };
                 search::put(sql, &new, &item.retrieval, r.now_ms).await?;
             }
             for old in &supersedes {

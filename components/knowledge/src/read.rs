@@ -267,7 +267,12 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
     let stores = Stores::open().await?;
     let texts: Vec<String> = documents
         .iter()
-        .map(|d| format!("{} {}", d.title.as_deref().unwrap_or(""), d.text).trim().to_string())
+        .map(|d| {
+            // The document's own words first: the embedding reads only its
+            // first 256 word pieces.
+            let context = d.context.as_deref().unwrap_or("");
+            format!("{} {} {context}", d.title.as_deref().unwrap_or(""), d.text).trim().to_string()
+        })
         .collect();
     let embeddings = embed_many(&texts)?;
     let ids: Vec<String> =
@@ -280,7 +285,15 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
                 search::remove(sql, "document", id).await.map_err(fail)?;
                 let title = d.title.clone().unwrap_or_else(|| validate::derive_topic(&d.text));
                 let meta = json!({"source_url": d.source_url, "source_date": d.source_date});
-                let new = search::NewItem { corpus: "document", ref_id: id, title: &title, body: &d.text, meta: &meta };
+                let context = d.context.as_deref().unwrap_or("");
+                let new = search::NewItem {
+                    corpus: "document",
+                    ref_id: id,
+                    title: &title,
+                    body: &d.text,
+                    context,
+                    meta: &meta,
+                };
                 search::put(sql, &new, e, now).await.map_err(fail)?;
             }
             Ok(())

@@ -114,18 +114,27 @@ pub fn shortlist(query: &[u64], blocks: &[Block], n: usize) -> Vec<i64> {
     all.into_iter().map(|(_, s)| s).collect()
 }
 
-/// Rank constant of the full-text term of the fusion.
-pub const TEXT_RANK_K: f64 = 20.0;
-/// Weight of the cosine term of the fusion.
-pub const COSINE_WEIGHT: f64 = 0.05;
+/// Weight of an item's context (the text around it, D-K13) in full-text
+/// ranking, where its own words weigh 1: FTS5's `bm25` column weight for the
+/// context column, and PostgreSQL's weight for the class `D` that the
+/// context's words carry (the item's own are `A`). Fitted on LoCoMo
+/// conversations 0–4 (docs/BENCHMARKS.md).
+pub const CONTEXT_WEIGHT: f64 = 0.25;
 
-/// The hybrid fusion (D-K6): 1 / (20 + full-text rank) for an item the
-/// full-text search found, plus 0.05 × its cosine to the query, for every
+/// Rank constant of the full-text term of the fusion (D-K6, refitted on
+/// LoCoMo conversations 0–4 with D-K13's context in place).
+pub const TEXT_RANK_K: f64 = 5.0;
+/// Weight of the cosine term of the fusion.
+pub const COSINE_WEIGHT: f64 = 0.4;
+
+/// The hybrid fusion (D-K6): 1 / (5 + full-text rank) for an item the
+/// full-text search found, plus 0.4 × its cosine to the query, for every
 /// item either generator found (`cosines` covers all of them). Unlike plain
 /// reciprocal rank fusion (Σ 1/(60 + rank)), the vector side contributes its score, not its
-/// rank, so a weak vector neighbour cannot outvote a strong lexical match;
-/// on LoCoMo this beats both generators alone, where plain RRF loses to
-/// full text (docs/BENCHMARKS.md). Best first; ties keep the newer item.
+/// rank, so a weak vector neighbour cannot outvote a strong lexical match,
+/// while a close one can; on LoCoMo this beats both generators alone, where
+/// plain RRF loses to full text (docs/BENCHMARKS.md). Best first; ties keep
+/// the newer item.
 pub fn fuse(text: &[i64], cosines: &[(i64, f32)]) -> Vec<(i64, f64)> {
     let mut scored: Vec<(i64, f64)> = cosines
         .iter()
@@ -244,17 +253,22 @@ mod tests {
 
     #[test]
     fn fusion_adds_the_cosine_to_the_lexical_rank() {
-        // 1 is the best lexical match; 3 only a vector neighbour; 2 both.
+        // 1 is the best lexical match; 3 and 4 only vector neighbours, 3
+        // a close one and 4 a weak one; 2 both.
         let text = [1, 2];
-        let cos = [(1, 0.1), (2, 0.6), (3, 0.9)];
+        let cos = [(1, 0.1), (2, 0.6), (3, 0.9), (4, 0.3)];
         let fused = fuse(&text, &cos);
         let order: Vec<i64> = fused.iter().map(|f| f.0).collect();
-        assert_eq!(order, [2, 1, 3], "both signals beat either; the top lexical match beats a vector-only hit");
-        assert!((fused[0].1 - (1.0 / 22.0 + 0.05 * 0.6)).abs() < 1e-6);
-        assert!((fused[1].1 - (1.0 / 21.0 + 0.05 * 0.1)).abs() < 1e-6);
-        assert!((fused[2].1 - 0.05 * 0.9).abs() < 1e-6);
+        assert_eq!(
+            order,
+            [2, 3, 1, 4],
+            "both signals beat either; a weak vector-only hit stays below the top lexical match"
+        );
+        assert!((fused[0].1 - (1.0 / 7.0 + 0.4 * 0.6)).abs() < 1e-6);
+        assert!((fused[1].1 - 0.4 * 0.9).abs() < 1e-6);
+        assert!((fused[2].1 - (1.0 / 6.0 + 0.4 * 0.1)).abs() < 1e-6);
         // An item without a cosine still counts its lexical rank.
-        assert_eq!(fuse(&[7], &[]), vec![(7, 1.0 / 21.0)]);
+        assert_eq!(fuse(&[7], &[]), vec![(7, 1.0 / 6.0)]);
     }
 
     #[test]

@@ -21,18 +21,29 @@ pub struct NewItem<'a> {
     pub ref_id: &'a str,
     pub title: &'a str,
     pub body: &'a str,
+    /// Text around the item (a transcript turn's neighbours), searchable
+    /// and ranked below its own words (D-K13); empty for most items.
+    pub context: &'a str,
     pub meta: &'a serde_json::Value,
 }
 
 /// Adds an item; returns its sequence number. Call inside the caller's
 /// transaction so the row and its signature land together.
 pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) -> Result<i64> {
-    let NewItem { corpus, ref_id, title, body, meta } = *item;
+    let NewItem { corpus, ref_id, title, body, context, meta } = *item;
     let rows = sql
         .query(
-            "INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
-            &[corpus.into(), ref_id.into(), title.into(), body.into(), meta.to_string().into(), (now_ms as i64).into()],
+            "INSERT INTO search_index (corpus, ref_id, title, body, context, meta, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+            &[
+                corpus.into(),
+                ref_id.into(),
+                title.into(),
+                body.into(),
+                context.into(),
+                meta.to_string().into(),
+                (now_ms as i64).into(),
+            ],
         )
         .await?;
     let seq = rows.first().ok_or_else(|| Fail::new("internal", "insert returned no sequence number"))?.i64("seq")?;
@@ -257,16 +268,22 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
     if corpora.is_empty() {
         return Ok(Vec::new());
     }
+    // The title weighs 2, the body 1 and the context CONTEXT_WEIGHT
+    // (D-K13); PostgreSQL's weights are listed D, C, B, A, and only A (the
+    // title and body) and D (the context) occur (B and C keep their defaults).
+    let context = fusion::CONTEXT_WEIGHT;
     let statement = match sql.kind() {
         SqlKind::Sqlite => format!(
             "SELECT s.seq FROM search_fts JOIN search_index s ON s.seq = search_fts.rowid
-             WHERE search_fts MATCH $1 AND s.corpus IN ({}) ORDER BY bm25(search_fts, 2.0, 1.0) LIMIT {limit}",
+             WHERE search_fts MATCH $1 AND s.corpus IN ({}) ORDER BY bm25(search_fts, 2.0, 1.0, {context:?})
+             LIMIT {limit}",
             in_list(3, corpora.len())
         ),
         // `$2` selects the rows, `$1` (any term) ranks them.
         SqlKind::Postgres => format!(
             "SELECT seq FROM search_index, to_tsquery('english', $1) AS q, to_tsquery('english', $2) AS f
-             WHERE tsv @@ f AND corpus IN ({}) ORDER BY ts_rank_cd(tsv, q) DESC, seq DESC LIMIT {limit}",
+             WHERE tsv @@ f AND corpus IN ({}) ORDER BY ts_rank_cd('{{{context:?}, 0.2, 0.4, 1}}', tsv, q) DESC, seq DESC
+             LIMIT {limit}",
             in_list(3, corpora.len())
         ),
     };

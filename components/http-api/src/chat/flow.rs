@@ -330,20 +330,18 @@ async fn act_loop(
         now_ms: now,
     };
     let mut lp = ActLoop::new(origin, Limits::default());
-    // A `time_zone` that names no zone must not stop lists or focus: the
-    // rules read reminders in UTC, and the skill itself refuses to set one
-    // with the deployment's error.
-    let zone = principal_zone().await.unwrap_or_else(|e| {
-        eprintln!("act: {}; reminders are read in UTC", e.message);
-        mneme_time::Zone::utc()
-    });
+    // Read once the rules plan (a model plans without it). A `time_zone`
+    // that names no zone must not stop lists or focus: the rules read
+    // reminders in UTC, and the skill itself refuses to set one with the
+    // deployment's error.
+    let mut zone: Option<mneme_time::Zone> = None;
     let mut results: Vec<ActResult> = Vec::new();
     let mut model_us = 0;
     let mut rule_based = false;
     loop {
         let iteration = lp.state.iteration;
         let plan: Vec<Action> = if rule_based {
-            act::rule_plan(&msg.text, &triaged.skills, iteration, now, &zone)
+            act::rule_plan(&msg.text, &triaged.skills, iteration, now, rules_zone(&mut zone).await)
         } else {
             let history = results
                 .iter()
@@ -373,7 +371,7 @@ async fn act_loop(
                     // No usable plan from the model: the rules plan instead (labelled in the log).
                     rule_based = true;
                     lp.origin.mode = "ACT (rule-based plan)".into();
-                    act::rule_plan(&msg.text, &triaged.skills, 0, now, &zone)
+                    act::rule_plan(&msg.text, &triaged.skills, 0, now, rules_zone(&mut zone).await)
                 }
                 _ => Vec::new(),
             }
@@ -452,6 +450,18 @@ async fn commit_exchange(ex: &Exchange<'_>, ctx: &Assembled, o: Outcome<'_>) -> 
     })
     .await?;
     Ok(committed.exchange_id)
+}
+
+/// The zone the ACT rules read reminders in, read on first use; UTC when
+/// `time_zone` names no zone.
+async fn rules_zone(zone: &mut Option<mneme_time::Zone>) -> &mneme_time::Zone {
+    if zone.is_none() {
+        *zone = Some(principal_zone().await.unwrap_or_else(|e| {
+            eprintln!("act: {}; reminders are read in UTC", e.message);
+            mneme_time::Zone::utc()
+        }));
+    }
+    zone.get_or_insert_with(mneme_time::Zone::utc)
 }
 
 /// The principal's time zone (the variables `time_zone`, or the older

@@ -455,13 +455,14 @@ async fn commit_exchange(ex: &Exchange<'_>, ctx: &Assembled, o: Outcome<'_>) -> 
 /// The zone the ACT rules read reminders in, read on first use; UTC when
 /// `time_zone` names no zone.
 async fn rules_zone(zone: &mut Option<mneme_time::Zone>) -> &mneme_time::Zone {
-    if zone.is_none() {
-        *zone = Some(principal_zone().await.unwrap_or_else(|e| {
+    let read = match zone.take() {
+        Some(z) => z,
+        None => principal_zone().await.unwrap_or_else(|e| {
             eprintln!("act: {}; reminders are read in UTC", e.message);
             mneme_time::Zone::utc()
-        }));
-    }
-    zone.get_or_insert_with(mneme_time::Zone::utc)
+        }),
+    };
+    zone.insert(read)
 }
 
 /// The principal's time zone (the variables `time_zone`, or the older

@@ -232,14 +232,20 @@ function onProactive(msg) {
     list.prepend(eventItem(ev));
     while (list.children.length > 50) list.lastElementChild.remove();
   }
-  live.textContent = `New ${ev.type}: ${eventText(ev).slice(0, 80)}`;
+  live.textContent = `New ${eventName(ev.type).toLowerCase()}: ${eventText(ev).slice(0, 80)}`;
+}
+
+// An event's type in words: "tool_result" reads "Tool result".
+function eventName(type) {
+  const words = String(type || "event").replace(/_/g, " ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
 function eventItem(ev) {
   return h(
     "li",
     { "data-type": ev.type },
-    h("strong", {}, ev.type),
+    h("strong", {}, eventName(ev.type)),
     " ",
     h("span", { class: "muted" }, when(ev.created_ms)),
     h("div", {}, eventText(ev)),
@@ -295,10 +301,20 @@ function messageItem(who, text) {
   return { li, body, meta, progress };
 }
 
+// What Mneme did with a message, in words (the router's modes).
+const MODE_WORDS = {
+  RESPOND: "answered",
+  CLARIFY: "asked to clarify",
+  ACT: "acted",
+  ACKNOWLEDGE: "acknowledged",
+  IGNORE: "let it pass",
+  CANCEL: "cancelled",
+};
+
 function modeLine(mode, confidence, extra) {
   const parts = [];
-  if (mode) parts.push(`mode ${mode}`);
-  if (typeof confidence === "number") parts.push(`confidence ${confidence.toFixed(2)}`);
+  if (mode) parts.push(MODE_WORDS[mode] || mode.toLowerCase());
+  if (typeof confidence === "number") parts.push(`confidence ${Math.round(confidence * 100)}%`);
   if (extra) parts.push(extra);
   return parts.join(" · ");
 }
@@ -909,10 +925,14 @@ function jobView(j) {
   );
 }
 
+// An entry's fields as the page names them.
 const ENTRY_FIELDS = [
-  "id", "type", "topic", "position", "reasoning", "reasoning_pattern", "confidence", "stability", "tier", "tags",
-  "source_type", "source_channel", "source_date", "source_url", "corroboration_count", "last_corroborated_at",
-  "superseded_by", "created_at", "extractor",
+  ["id", "Id"], ["type", "Type"], ["topic", "Topic"], ["position", "Position"], ["reasoning", "Reasoning"],
+  ["reasoning_pattern", "Pattern of reasoning"], ["confidence", "Confidence"], ["stability", "Stability"],
+  ["tier", "Tier"], ["tags", "Tags"], ["source_type", "Source"], ["source_channel", "Channel"],
+  ["source_date", "Said on"], ["source_url", "Link"], ["corroboration_count", "Times corroborated"],
+  ["last_corroborated_at", "Last corroborated"], ["superseded_by", "Replaced by"], ["created_at", "Recorded"],
+  ["extractor", "Read by"],
 ];
 
 async function entryView(id) {
@@ -934,7 +954,7 @@ async function entryView(id) {
   put(root, 
     h("h1", {}, `${e.id}: ${e.topic}`),
     h("p", {}, e.active ? h("span", { class: "badge revived" }, "active") : h("span", { class: "badge aging" }, "superseded")),
-    h("dl", { class: "fields card" }, ENTRY_FIELDS.map((k) => [h("dt", {}, k), h("dd", {}, value(k))])),
+    h("dl", { class: "fields card" }, ENTRY_FIELDS.map(([k, label]) => [h("dt", {}, label), h("dd", {}, value(k))])),
     h("h2", {}, "History"),
     e.supersedes && e.supersedes.length
       ? h("p", {}, "Replaces ", e.supersedes.flatMap((x, i) => (i ? [", ", link(x)] : [link(x)])), ".")

@@ -108,7 +108,7 @@ try {
   const final = await reply.locator(".text").textContent();
   assert.match(final, /tin away from light/);
   assert.ok(seen.filter((t) => t.length < final.length).length >= 3, `partial texts before the whole: ${JSON.stringify(seen)}`);
-  assert.match(await reply.locator(".meta").textContent(), /mode [A-Z]+ · confidence \d\.\d\d/);
+  assert.match(await reply.locator(".meta").textContent(), /^(answered|asked to clarify|acted|acknowledged|let it pass|cancelled) · confidence \d{1,3}%/);
   assert.match(await reply.locator(".progress").textContent(), /Step 1: [a-z_, ]*schedule/);
 
   step("a proactive event arrives live");
@@ -138,7 +138,7 @@ try {
   const held = await waiting.elementHandle();
   await page.waitForFunction((el) => el.dataset.mode === "RESPOND", held, { timeout: 60_000 });
   assert.match(await held.evaluate((el) => el.querySelector(".text").textContent), /Tea keeps best/);
-  assert.match(await held.evaluate((el) => el.querySelector(".meta").textContent), /mode RESPOND · confidence \d\.\d\d/);
+  assert.match(await held.evaluate((el) => el.querySelector(".meta").textContent), /^answered · confidence \d{1,3}%/);
   await page.locator("#events li[data-type=tool_result]").first().waitFor(WAIT);
 
   step("the inbox runs a door, shows the step trace, and a rec is snoozed then acted on");
@@ -215,8 +215,9 @@ try {
   assert.match(await hit.textContent(), /relevance 0\.\d{3} · final 0\.\d{3}/);
   await shot(page, "knowledge");
   await hit.getByRole("link").click();
-  await page.getByText("corroboration_count").waitFor(WAIT);
-  assert.match(await page.locator("dl.fields").textContent(), /reasoningit gives us transactions/);
+  await page.getByText("Times corroborated").waitFor(WAIT);
+  assert.match(await page.locator("dl.fields").textContent(), /Reasoningit gives us transactions/);
+  for (const name of await page.locator("dl.fields dt").allTextContents()) assert.doesNotMatch(name, /_/, "field names in words, not keys");
   await shot(page, "entry");
 
   step("a task is created with its plan, then cancelled");

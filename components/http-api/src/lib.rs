@@ -351,7 +351,8 @@ const HEALTH_DEADLINE_MS: u32 = 1_500;
 /// one is configured, the model endpoint, side by side; answers 503 when a
 /// store is down (the model is not required: every path has a labelled
 /// fallback, so a silent model makes the app `degraded`, not down; so does
-/// an in-process SQLite check that ran out of time under load). It names
+/// a check of an in-process store file that ran out of time under load,
+/// `mneme_store::health`). It names
 /// each dependency's kind and whether it answered, and no other
 /// configuration.
 async fn health() -> spin_sdk::http::Response<String> {
@@ -370,11 +371,11 @@ async fn health() -> spin_sdk::http::Response<String> {
     };
     let (h, model) = futures::join!(store::health(HEALTH_DEADLINE_MS), model);
     let dep = |d: &store::Dependency| json!({"kind": d.kind, "ok": d.failure.is_none(), "failure": d.failure, "ms": d.took_us as f64 / 1000.0});
-    // The in-process SQLite file cannot go silent as a server can: a check
-    // that did not finish in time there means the runner is busy (a flood),
-    // not that the store is down.
-    let down =
-        |d: &store::Dependency| d.failure.is_some() && !(d.kind == "sqlite" && d.failure.as_deref() == Some("timeout"));
+    // An in-process file cannot go silent as a server can: a check that did
+    // not finish in time there means the runner is busy (a flood), not that
+    // the store is down.
+    let embedded = mneme_http::health::embedded(&h.sql.kind, &h.kv.kind);
+    let down = |d: &store::Dependency| mneme_http::health::is_down(&d.kind, d.failure.as_deref(), embedded);
     let stores_up = !down(&h.sql) && !down(&h.kv);
     let busy = h.sql.failure.is_some() || h.kv.failure.is_some();
     let status = if !stores_up {

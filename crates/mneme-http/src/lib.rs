@@ -6,6 +6,7 @@
 //! up. Everything here is pure and works on `http` crate types, so it is
 //! tested natively and shared by every entry component.
 
+pub mod health;
 pub mod session;
 pub mod sse;
 pub mod throttle;

@@ -1065,20 +1065,20 @@ async function statusView() {
   const m = st.model;
   const modelState = !m.configured
     ? good(false, "Not connected")
-    : m.reachable === true ? good(true, "Connected") : m.reachable === false ? good(false, "Not answering") : good(null, "Served by the platform");
+    : m.reachable === true ? (m.primary ? good(true, "Connected") : good(false, "No model to use")) : m.reachable === false ? good(false, "Not answering") : good(null, "Served by the platform");
   const modelCard = h("section", { class: "card", "aria-labelledby": "st-model" },
     h("h2", { id: "st-model" }, "Language model ", modelState),
     m.configured
       ? h("dl", { class: "fields" },
-          h("dt", {}, "Model"), h("dd", {}, m.primary + (m.light && m.light !== m.primary ? ` (quick answers: ${m.light})` : "")),
+          h("dt", {}, "Model"), h("dd", {}, m.primary ? m.primary + (m.light && m.light !== m.primary ? ` (quick answers: ${m.light})` : "") : m.error?.message || "–"),
           h("dt", {}, "Endpoint"), h("dd", {}, m.backend === "spin" ? "the platform's own models" : m.endpoint || "–"),
           h("dt", {}, "Checked"), h("dd", {}, m.reachable ? `answered in ${m.probe_ms} ms` : m.error ? m.error.message : "–"),
           h("dt", {}, "Last reply by the model"), h("dd", {}, ago(m.last_reply_ms)))
       : h("div", {},
           h("p", {}, "Without a model Mneme answers by rules: it remembers what you tell it, sets reminders, keeps lists, finds what you gave it and runs recommendations and background tasks, but it cannot answer general questions."),
-          h("p", {}, "To connect one, set ", h("code", {}, "llm_url"), " to an OpenAI-compatible endpoint (for Ollama, ", h("code", {}, "http://127.0.0.1:11434/v1"), ") and ", h("code", {}, "llm_model"), " to the model's name, then restart Mneme. For example:"),
-          h("pre", {}, "SPIN_VARIABLE_LLM_URL=http://127.0.0.1:11434/v1 SPIN_VARIABLE_LLM_MODEL=llama3.2 ./scripts/up.sh"),
-          m.error && m.error.message.startsWith("llm_url is set") ? h("p", { class: "error" }, m.error.message) : null));
+          h("p", {}, "To connect one, set ", h("code", {}, "llm_url"), " to an OpenAI-compatible endpoint (for Ollama, ", h("code", {}, "http://127.0.0.1:11434/v1"), ") and restart Mneme; it uses the first model the endpoint lists, or the one ", h("code", {}, "llm_model"), " names. For example:"),
+          h("pre", {}, "SPIN_VARIABLE_LLM_URL=http://127.0.0.1:11434/v1 ./scripts/up.sh"),
+          m.error && m.backend === "spin" ? h("p", { class: "error" }, m.error.message) : null));
   const e = st.embeddings;
   const embedCard = h("section", { class: "card", "aria-labelledby": "st-embed" },
     h("h2", { id: "st-embed" }, "Search model ", e.loaded ? good(true, "Loaded") : good(false, "Not loaded")),

@@ -4,6 +4,8 @@
 //! with `"stream": true` gets a `text/event-stream` answer, one word per
 //! chunk. Routes pick a different script by a marker in the request body
 //! (the triage prompt's wording, say), so one server plays every model call.
+//! `GET …/models` lists the models set with [`FakeModel::set_models`]
+//! (`scripted-model` until then).
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -62,6 +64,8 @@ pub struct FakeModel {
     pub requests: Arc<Mutex<Vec<String>>>,
     /// The request heads, in the order of `requests`.
     pub heads: Arc<Mutex<Vec<String>>>,
+    /// What `GET …/models` lists.
+    pub models: Arc<Mutex<Vec<String>>>,
 }
 
 impl FakeModel {
@@ -72,15 +76,21 @@ impl FakeModel {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let routes: Routes = Arc::new(Mutex::new(Vec::new()));
         let heads = Arc::new(Mutex::new(Vec::new()));
-        let (s, r, ro, h) = (script.clone(), requests.clone(), routes.clone(), heads.clone());
+        let models = Arc::new(Mutex::new(vec!["scripted-model".to_string()]));
+        let (s, r, ro, h, m) = (script.clone(), requests.clone(), routes.clone(), heads.clone(), models.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().take(1_000_000) {
                 let Ok(stream) = stream else { continue };
-                let (s, r, ro, h) = (s.clone(), r.clone(), ro.clone(), h.clone());
-                std::thread::spawn(move || serve(stream, &s, &ro, &r, &h));
+                let (s, r, ro, h, m) = (s.clone(), r.clone(), ro.clone(), h.clone(), m.clone());
+                std::thread::spawn(move || serve(stream, &s, &ro, &r, &h, &m));
             }
         });
-        Self { addr, script, routes, requests, heads }
+        Self { addr, script, routes, requests, heads, models }
+    }
+
+    /// What `GET …/models` lists from now on.
+    pub fn set_models(&self, ids: &[&str]) {
+        *self.models.lock().unwrap() = ids.iter().map(|s| s.to_string()).collect();
     }
 
     /// Answers requests whose body contains `marker` with `script`.
@@ -119,8 +129,10 @@ fn serve(
     routes: &Mutex<Vec<(String, Script)>>,
     log: &Mutex<Vec<String>>,
     heads: &Mutex<Vec<String>>,
+    models: &Mutex<Vec<String>>,
 ) {
     let Some((head, body)) = crate::wire::read_request(&mut s) else { return };
+    let lists = head.starts_with("GET ") && head.split(' ').nth(1).is_some_and(|p| p.ends_with("/models"));
     {
         // One lock order for both logs, so their entries stay in step.
         let mut log = log.lock().unwrap();
@@ -130,6 +142,22 @@ fn serve(
     let chosen = routes.lock().unwrap().iter().find(|(m, _)| body.contains(m.as_str())).map(|(_, s)| s.clone());
     let Script { reply, delay, status, chunk_delay } = chosen.unwrap_or_else(|| script.lock().unwrap().clone());
     std::thread::sleep(delay);
+    // The list answers as the default script does: late, failing or listing.
+    if lists && status == 200 {
+        let data: Vec<serde_json::Value> = models
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|id| serde_json::json!({"id": id, "object": "model", "owned_by": "test"}))
+            .collect();
+        let payload = serde_json::json!({"object": "list", "data": data}).to_string();
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}",
+            payload.len()
+        );
+        return;
+    }
     let streamed = serde_json::from_str::<serde_json::Value>(&body).is_ok_and(|v| v["stream"] == true);
     if streamed && status == 200 {
         if write!(s, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n").is_err() {

@@ -167,3 +167,56 @@ fn status_says_whether_the_model_answers() {
         assert!(!m["error"]["message"].as_str().unwrap().is_empty());
     }
 }
+
+/// `llm_url` alone connects a model: the endpoint's first listed model is
+/// used (D-C33); an endpoint that lists none is named as such, and chats
+/// still end with a labelled reply.
+#[test]
+fn llm_url_alone_is_enough_the_endpoint_names_its_model() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Tomatoes like sun.".into(), ..Default::default() });
+        let only_url = |model: &FakeModel| {
+            let mut env = test_env(&b, None);
+            env.push(("SPIN_VARIABLE_LLM_URL".into(), model.url()));
+            env.push(("SPIN_VARIABLE_LLM_HOST".into(), model.addr.clone()));
+            env
+        };
+        let chat = |app: &App| {
+            let a = auth();
+            let r = app.request(
+                "POST",
+                "/chat",
+                &[("authorization", a.as_str()), ("content-type", "application/json")],
+                Some(br#"{"text": "How do tomatoes grow best in a cold summer?"}"#),
+            );
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.body
+        };
+        model.set_models(&["llama3.2:latest", "qwen2.5:7b"]);
+        let app = App::start("spin.toml", &only_url(&model));
+        let m = status(&app)["model"].clone();
+        assert_eq!((m["configured"].as_bool(), m["reachable"].as_bool()), (Some(true), Some(true)), "{backend:?}: {m}");
+        assert_eq!((m["primary"].as_str(), m["light"].as_str()), (Some("llama3.2:latest"), Some("llama3.2:latest")));
+        assert_eq!(m["error"], Value::Null, "{m}");
+        let body = chat(&app);
+        assert!(body.contains("\"source\":\"model\""), "{backend:?}: {body}");
+        let asked: Vec<String> = model.requests().into_iter().filter(|r| r.contains("\"messages\"")).collect();
+        assert!(!asked.is_empty() && asked.iter().all(|r| r.contains("\"model\":\"llama3.2:latest\"")), "{asked:?}");
+        drop(app);
+
+        model.set_models(&[]);
+        let app = App::start("spin.toml", &only_url(&model));
+        let m = status(&app)["model"].clone();
+        assert_eq!((m["configured"].as_bool(), m["reachable"].as_bool()), (Some(true), Some(true)), "{backend:?}: {m}");
+        assert_eq!(m["primary"], "");
+        assert_eq!(m["error"]["code"], "model-error");
+        assert!(m["error"]["message"].as_str().unwrap().contains("lists no model"), "{m}");
+        let before = model.requests().iter().filter(|r| r.contains("\"messages\"")).count();
+        let body = chat(&app);
+        assert!(body.contains("rule-based"), "{backend:?}: a labelled fallback: {body}");
+        assert!(body.contains("event: done"), "{body}");
+        let after = model.requests().iter().filter(|r| r.contains("\"messages\"")).count();
+        assert_eq!(before, after, "no completion is sent without a model's name");
+    }
+}

@@ -115,15 +115,24 @@ async fn model() -> Value {
     if !s.configured {
         m["error"] = json!({
             "code": "model-unavailable",
-            "message": if backend == "openai" && !url.trim().is_empty() {
-                "llm_url is set but llm_model is empty: set llm_model to the name of the model to use"
+            "message": if backend == "spin" {
+                "llm_backend is spin but llm_model is empty: set llm_model to the name of the platform's model"
             } else {
-                "no model is connected: set llm_url to an OpenAI-compatible endpoint and llm_model to the model's name"
+                "no model is connected: set llm_url to an OpenAI-compatible endpoint"
             },
         });
         return m;
     }
     match llm::probe(DEADLINE_MS).await {
+        // The endpoint answers but named no model to use (D-C33).
+        Ok(ms) if s.primary.is_empty() => {
+            m["reachable"] = json!(true);
+            m["probe_ms"] = json!(ms);
+            m["error"] = json!({
+                "code": "model-error",
+                "message": "the endpoint lists no model: load one there, or set llm_model to the model's name",
+            });
+        }
         Ok(ms) => {
             m["reachable"] = json!(true);
             m["probe_ms"] = json!(ms);

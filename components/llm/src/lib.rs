@@ -6,6 +6,8 @@
 //! Request and response formats are `mneme-llm`'s; this is the I/O.
 //! With no model configured, every call fails fast with
 //! `model-unavailable` so the caller takes its labelled rule-based fallback.
+//! `llm_url` alone configures a model: with `llm_model` empty, the first
+//! model the endpoint lists is used (D-C33).
 
 spin_sdk::wit_bindgen::generate!({
     path: ["../../wit/types", "../../wit/llm"],
@@ -41,24 +43,84 @@ async fn var(name: &str) -> Option<String> {
 struct Config {
     url: Option<String>,
     key: Option<String>,
+    /// `llm_model`, or the endpoint's first listed model when that is
+    /// empty; empty when neither names one.
     primary: String,
     light: String,
     /// `llm_backend = "spin"`: Spin's `llm` interface instead of HTTP.
     spin: bool,
+    /// Why no model could be found at `url`, when `llm_model` is empty.
+    unnamed: Option<String>,
 }
 
 impl Config {
+    /// An endpoint is enough: its model is named or asked for. Spin's own
+    /// interface has no list to ask, so it needs `llm_model`.
     fn configured(&self) -> bool {
-        (self.spin || self.url.is_some()) && !self.primary.is_empty()
+        if self.spin { !self.primary.is_empty() } else { self.url.is_some() }
     }
 }
 
 async fn config() -> Config {
-    let primary = var("llm_model").await.unwrap_or_default();
-    let light = var("llm_light_model").await.unwrap_or_else(|| primary.clone());
     let spin = var("llm_backend").await.is_some_and(|b| b.trim().eq_ignore_ascii_case("spin"));
-    Config { url: var("llm_url").await, key: var("llm_api_key").await, primary, light, spin }
+    let (url, key) = (var("llm_url").await, var("llm_api_key").await);
+    let (primary, unnamed) = match (var("llm_model").await, &url) {
+        (Some(named), _) => (named, None),
+        (None, Some(url)) if !spin => match listed_model(url, key.as_deref()).await {
+            Ok(found) => (found, None),
+            Err(why) => (String::new(), Some(why)),
+        },
+        (None, _) => (String::new(), None),
+    };
+    let light = var("llm_light_model").await.unwrap_or_else(|| primary.clone());
+    Config { url, key, primary, light, spin, unnamed }
 }
+
+/// How long an instance keeps the model an endpoint listed, and how long
+/// it keeps a failure to find one before asking again.
+const LISTED_KEPT: Duration = Duration::from_secs(60);
+const UNLISTED_KEPT: Duration = Duration::from_secs(5);
+
+/// The first model `url` lists (`GET {url}/models`), asked at most once a
+/// minute per instance and per address.
+async fn listed_model(url: &str, key: Option<&str>) -> Result<String, String> {
+    type Kept = Option<(Instant, String, Result<String, String>)>;
+    thread_local! {
+        static LISTED: std::cell::RefCell<Kept> = const { std::cell::RefCell::new(None) };
+    }
+    let kept = LISTED.with_borrow(|l| {
+        l.clone().filter(|(at, asked, found)| {
+            asked == url && at.elapsed() < if found.is_ok() { LISTED_KEPT } else { UNLISTED_KEPT }
+        })
+    });
+    if let Some((_, _, found)) = kept {
+        return found;
+    }
+    let found = ask_models(url, key).await;
+    LISTED.set(Some((Instant::now(), url.to_string(), found.clone())));
+    found
+}
+
+async fn ask_models(url: &str, key: Option<&str>) -> Result<String, String> {
+    let mut req = spin_sdk::http::Request::get(mneme_llm::models_url(url));
+    if let Some(key) = key {
+        req = req.header("authorization", format!("Bearer {key}"));
+    }
+    let req = req.body(String::new()).map_err(|e| e.to_string())?;
+    let resp = match select(Box::pin(spin_sdk::http::send(req)), Box::pin(sleep_ms(LIST_TIMEOUT_MS))).await {
+        Either::Left((r, _)) => r.map_err(|e| format!("asking the endpoint for its models: {e:?}"))?,
+        Either::Right(_) => return Err(format!("the endpoint did not list its models within {LIST_TIMEOUT_MS} ms")),
+    };
+    let status = resp.status();
+    let bytes = read_capped(resp.into_body().stream()).await.map_err(|e| e.message)?;
+    if !status.is_success() {
+        return Err(format!("the endpoint answered {status} when asked for its models"));
+    }
+    mneme_llm::first_listed_model(&bytes).map_err(|e| e.to_string())
+}
+
+/// How long the endpoint has to list its models.
+const LIST_TIMEOUT_MS: u32 = 3_000;
 
 /// One completion through Spin's `llm` interface. The call is the
 /// platform's and returns whole: no streaming, and the platform's own
@@ -238,10 +300,8 @@ async fn prepare(
         Tier::Light => c.light,
     };
     if model.is_empty() {
-        return Err(error(
-            ErrorCode::ModelUnavailable,
-            "no model name is configured (set the Spin variable llm_model)",
-        ));
+        let why = c.unnamed.unwrap_or_else(|| "the endpoint named no model".into());
+        return Err(error(ErrorCode::ModelError, format!("llm_model is empty and {why}: set llm_model")));
     }
     let messages = req.messages.iter().map(|m| Message::new(role(&m.role), m.content.clone())).collect();
     let body = ChatRequest {

@@ -140,20 +140,18 @@ pub fn settle(routed: Mode, text: &str) -> Mode {
 }
 
 /// What the principal reads when a question needs a model and none is
-/// configured: what is missing, what still works, and what to set (the
-/// endpoint, and the name of the model it serves, which an endpoint such
-/// as Ollama needs).
+/// configured: what is missing, what still works, and the one variable to
+/// set (the endpoint; the model it serves is asked for, D-C33).
 pub const NEEDS_A_MODEL: &str = "I need a language model to answer that, and none is connected. \
 Without one I can still remember what you tell me (\"remember that my sister is called Ana\"), \
 set reminders (\"remind me tomorrow at 9 to call the dentist\"), find what you have told me or given me, \
 keep lists, run recommendations and background tasks. To connect a model, set llm_url to the address \
-of an OpenAI-compatible endpoint (for Ollama, http://127.0.0.1:11434/v1) and llm_model to the name of \
-the model; the Status screen shows whether it answers.";
+of an OpenAI-compatible endpoint (for Ollama, http://127.0.0.1:11434/v1); the Status screen shows \
+whether it answers.";
 
 /// The short line added when memory had something to show but a model
 /// would be needed for a full answer.
-pub const A_MODEL_WOULD_ANSWER: &str =
-    "A model would answer this fully: set llm_url and llm_model (see the Status screen).";
+pub const A_MODEL_WOULD_ANSWER: &str = "A model would answer this fully: set llm_url (see the Status screen).";
 
 #[cfg(test)]
 mod tests {

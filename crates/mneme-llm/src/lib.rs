@@ -86,6 +86,8 @@ pub enum WireError {
     NoChoices,
     #[error("the model endpoint reported an error: {0}")]
     Endpoint(String),
+    #[error("the model endpoint lists no model")]
+    NoModels,
 }
 
 /// A model's text as Mneme keeps it: without U+0000, which the stores
@@ -111,6 +113,32 @@ pub fn parse_answer(body: &[u8]) -> Result<ChatAnswer, WireError> {
         prompt_tokens: tokens("prompt_tokens"),
         completion_tokens: tokens("completion_tokens"),
     })
+}
+
+/// The model to use when none is named: the first model an
+/// OpenAI-compatible `GET …/models` lists (`{"data": [{"id": …}, …]}`), as
+/// Ollama, llama.cpp's server and vLLM answer. An empty list is an error:
+/// such an endpoint has nothing to answer with (D-C33).
+pub fn first_listed_model(body: &[u8]) -> Result<String, WireError> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| WireError::BadJson(e.to_string()))?;
+    if let Some(err) = v.get("error") {
+        let msg = err.get("message").and_then(|m| m.as_str()).map_or_else(|| err.to_string(), str::to_string);
+        return Err(WireError::Endpoint(msg));
+    }
+    v.get("data")
+        .and_then(|d| d.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("id").and_then(|id| id.as_str()))
+        .map(str::trim)
+        .find(|id| !id.is_empty() && !id.contains('\0'))
+        .map(str::to_string)
+        .ok_or(WireError::NoModels)
+}
+
+/// Joins a base URL (ending in `/v1`) and `models`.
+pub fn models_url(base: &str) -> String {
+    format!("{}/models", base.trim_end_matches('/'))
 }
 
 /// Joins a base URL (ending in `/v1`) and `chat/completions`.
@@ -144,6 +172,28 @@ pub fn flatten_prompt(messages: &[Message], json: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_first_listed_model_is_taken_and_an_empty_list_is_an_error() {
+        let ollama = br#"{"object":"list","data":[{"id":"llama3.2:latest","object":"model","created":1,"owned_by":"library"},{"id":"qwen2.5:7b","object":"model"}]}"#;
+        assert_eq!(super::first_listed_model(ollama).unwrap(), "llama3.2:latest");
+        let blank_first = br#"{"data":[{"id":"  "},{"object":"model"},{"id":"phi3"}]}"#;
+        assert_eq!(super::first_listed_model(blank_first).unwrap(), "phi3");
+        for empty in [&br#"{"object":"list","data":[]}"#[..], br#"{"models":["x"]}"#, br#"{"data":"x"}"#] {
+            assert_eq!(
+                super::first_listed_model(empty),
+                Err(super::WireError::NoModels),
+                "{}",
+                String::from_utf8_lossy(empty)
+            );
+        }
+        assert_eq!(
+            super::first_listed_model(br#"{"error":{"message":"invalid api key"}}"#),
+            Err(super::WireError::Endpoint("invalid api key".into()))
+        );
+        assert!(matches!(super::first_listed_model(b"<html>"), Err(super::WireError::BadJson(_))));
+        assert_eq!(super::models_url("http://h:11434/v1/"), "http://h:11434/v1/models");
+    }
+
     #[test]
     fn a_chat_flattens_to_one_prompt_under_role_headings() {
         use super::{Message, Role, flatten_prompt};

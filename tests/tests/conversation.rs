@@ -680,6 +680,47 @@ fn a_daily_reminder_keeps_its_local_time_across_the_change_to_summer_time() {
     }
 }
 
+/// With a model, the model's reading of a reminder wins over the rules'
+/// (D-C31): its time and its words are what is stored, though the rules
+/// would read "tomorrow at 9" as 09:00; when the model gives no usable
+/// plan, the rules' reading is what is stored.
+#[test]
+fn the_models_reading_of_a_reminder_wins_over_the_rules() {
+    // Thursday 2026-11-26 15:00 UTC, 10:00 in New York.
+    let now: u64 = 1_795_705_200_000;
+    let tomorrow_nine_ny: i64 = 1_795_788_000_000; // 2026-11-27T09:00-05:00
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
+        model.route(marker::TRIAGE, Script::json(json!({"mode": "ACT", "skills": ["schedule"]})));
+        model.route(
+            marker::ACT_PLAN,
+            Script::json(json!({"actions": [{"type": "schedule", "action": "create",
+                "message": "call the dentist about the crown", "due_at": "2026-11-27T10:30"}]})),
+        );
+        let mut env = test_env(&b, Some(&model));
+        env.push(("SPIN_VARIABLE_TIME_ZONE".into(), "America/New_York".into()));
+        let app = App::start("spin.toml", &env);
+        let c = chat_at(&app, json!({"text": "Remind me tomorrow at 9 to call the dentist"}), Some(now));
+        assert_eq!(c.message()["source"], "model", "{}", c.raw);
+        let items = table(&app, "scheduled_items");
+        assert_eq!(items.len(), 1, "{backend:?}: {items:?}");
+        assert_eq!(
+            items[0]["due_ms"],
+            tomorrow_nine_ny + 5_400_000,
+            "{backend:?}: the model's 10:30, not the rules' 09:00"
+        );
+        assert_eq!(items[0]["message"], "call the dentist about the crown");
+
+        // A plan the model fails to give: the rules read the message.
+        model.route(marker::ACT_PLAN, Script { status: 500, ..Default::default() });
+        chat_at(&app, json!({"text": "Remind me tomorrow at 9 to water the plants"}), Some(now));
+        let items = table(&app, "scheduled_items");
+        let plants = items.iter().find(|i| i["message"] == "water the plants").unwrap_or_else(|| panic!("{items:?}"));
+        assert_eq!(plants["due_ms"], tomorrow_nine_ny, "{backend:?}: the rules' 09:00 in New York");
+    }
+}
+
 /// With no model, a clear question is answered honestly (Mneme needs a
 /// model, says what it can still do and the variable to set) and only a
 /// really unclear message gets a question back; a reminder is read off

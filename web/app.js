@@ -799,10 +799,14 @@ function entryCard(e) {
     h("div", {}, e.position),
     h(
       "div",
-      { class: "muted score" },
-      `${e.type} · confidence ${e.confidence}`,
-      typeof e.relevance_score === "number" ? ` · relevance ${num(e.relevance_score)} · final ${num(e.final_score)}` : "",
-      e.corroboration_count > 1 ? ` · corroborated ×${e.corroboration_count}` : "",
+      // How well it matched, in one number; the ranking's two scores stay
+      // one hover away for whoever wants them.
+      typeof e.relevance_score === "number"
+        ? { class: "muted score", title: `relevance ${num(e.relevance_score)}, ranked by ${num(e.final_score)} (relevance, type, confidence and freshness together)` }
+        : { class: "muted score" },
+      `${e.type} · ${e.confidence} confidence`,
+      typeof e.relevance_score === "number" ? ` · ${pct(e.relevance_score)} match` : "",
+      e.corroboration_count > 1 ? ` · said ${e.corroboration_count} times` : "",
     ),
   );
 }
@@ -920,7 +924,7 @@ function jobView(j) {
   return h(
     "div",
     {},
-    h("p", {}, `Job ${j.id}: `, h("strong", { "data-job-status": j.status }, j.status), j.extractor ? ` · extractor ${j.extractor}` : "", j.error ? ` — ${j.error}` : ""),
+    h("p", {}, `Job ${j.id}: `, h("strong", { "data-job-status": j.status }, j.status), j.extractor ? ` · ${j.extractor === "rules" ? "read by the built-in rules (no model is set up)" : `read by ${j.extractor}`}` : "", j.error ? ` — ${j.error}` : ""),
     rows.length ? h("ul", {}, rows) : null,
   );
 }

@@ -4,7 +4,8 @@
 //! playwright-core): sign in, a streamed answer, a proactive event live and
 //! after a dropped connection, a door run with its trace, a rec snoozed and
 //! acted on, a transcript ingested and found, a task created and cancelled,
-//! a phone-width screen, sign-out.
+//! the Status screen, a phone-width screen, sign-out; and a new user's
+//! first sign-in with no model (`web/tests/first-hour.test.mjs`).
 
 use std::process::Command;
 
@@ -158,8 +159,8 @@ fn plan() -> Script {
 /// The scripted model: triage asks for the `schedule` skill on a reminder
 /// and RESPOND otherwise; the ACT plan and the rx composer fail (so the
 /// labelled rules and template take over); a task gets a three-step plan;
-/// extraction finds one decision; everything else streams a sentence a word
-/// at a time.
+/// extraction finds one decision; the reply after a reminder is set says
+/// so; everything else streams a sentence a word at a time.
 fn model() -> FakeModel {
     let words = "Tea keeps best in a sealed tin away from light and strong smells.";
     let stream =
@@ -173,6 +174,12 @@ fn model() -> FakeModel {
         EXTRACT,
         Script::json(json!({"candidates": [{"type": "decision", "topic": "Ledger storage",
             "position": "The ledger lives in Postgres", "reasoning": "it gives us transactions"}]})),
+    );
+    // A reply that follows the schedule skill says what it did; its
+    // generation carries the skill's result, which triage never sees.
+    model.route(
+        "Reminder set: ",
+        Script { reply: "Done: I have set that reminder and will nudge you when it is due.".into(), ..stream.clone() },
     );
     // Generation carries the soul prompt, and the message too: it must not
     // match the reminder's triage route below.
@@ -194,8 +201,27 @@ fn model() -> FakeModel {
     model
 }
 
-#[test]
-fn the_web_app_in_chromium() {
+/// Where a browser test's screenshots go: `$MNEME_SCREENSHOTS` (relative to
+/// the repo) or the app's state directory; `names` are removed first, so
+/// the checks see this run's.
+fn screenshots(app: &App, names: &[&str]) -> std::path::PathBuf {
+    let shots = match std::env::var("MNEME_SCREENSHOTS") {
+        Ok(dir) => repo_root().join(dir),
+        Err(_) => app.state.path().join("screenshots"),
+    };
+    for name in names {
+        let _ = std::fs::remove_file(shots.join(format!("{name}.png")));
+    }
+    shots
+}
+
+/// One browser at a time: two Chromiums and two apps at once would crowd
+/// two cores past the tests' waits.
+static ONE_BROWSER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `web/tests/{script}` in Debian's Chromium against `app`; returns
+/// what it printed, having asserted that it passed.
+fn in_chromium(script: &str, app: &App, shots: &std::path::Path, what: &str) -> String {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     assert!(
         std::path::Path::new(&chromium).exists(),
@@ -206,6 +232,29 @@ fn the_web_app_in_chromium() {
         web.join("node_modules/playwright-core").exists(),
         "playwright-core is missing: run scripts/install.sh (npm ci in web/)"
     );
+    let out = Command::new("node")
+        .arg(format!("tests/{script}"))
+        .current_dir(&web)
+        .env("MNEME_URL", &app.url)
+        .env("MNEME_API_KEY", TEST_KEY)
+        .env("MNEME_CRON_TOKEN", CRON_TOKEN)
+        .env("MNEME_SCREENSHOTS", shots)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("node runs (apt-get install nodejs)");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what}: the browser test failed\n{stdout}\n{stderr}\n--- runner log\n{}", app.log());
+    stdout
+}
+
+/// The screenshots the whole-app test takes, each required.
+const SCREENS: [&str; 9] =
+    ["sign-in", "chat", "inbox-run", "rec", "knowledge", "entry", "tasks", "status", "chat-phone"];
+
+#[test]
+fn the_web_app_in_chromium() {
+    let _one = ONE_BROWSER.lock().unwrap_or_else(|p| p.into_inner());
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let model = model();
@@ -245,37 +294,29 @@ fn the_web_app_in_chromium() {
                  "load_kg": 95, "prev_load_kg": 100, "hard_lower": true, "at": now - 2 * day}
             ]}),
         );
-        let shots = match std::env::var("MNEME_SCREENSHOTS") {
-            Ok(dir) => repo_root().join(dir),
-            Err(_) => app.state.path().join("screenshots"),
-        };
-        // The check below must see this run's screenshots, not older ones.
-        for entry in std::fs::read_dir(&shots).into_iter().flatten().flatten() {
-            if entry.path().extension().is_some_and(|e| e == "png") {
-                std::fs::remove_file(entry.path()).unwrap();
-            }
-        }
-        let out = Command::new("node")
-            .arg("tests/app.test.mjs")
-            .current_dir(&web)
-            .env("MNEME_URL", &app.url)
-            .env("MNEME_API_KEY", TEST_KEY)
-            .env("MNEME_CRON_TOKEN", CRON_TOKEN)
-            .env("MNEME_SCREENSHOTS", &shots)
-            .env("CHROMIUM", &chromium)
-            .output()
-            .expect("node runs (apt-get install nodejs)");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "{backend:?}: the browser test failed\n{stdout}\n{stderr}\n--- runner log\n{}",
-            app.log()
-        );
+        let shots = screenshots(&app, &SCREENS);
+        let stdout = in_chromium("app.test.mjs", &app, &shots, &format!("{backend:?}"));
         assert!(stdout.contains("signing out ends the session"), "every step ran:\n{stdout}");
-        for name in ["sign-in", "chat", "inbox-run", "rec", "knowledge", "entry", "tasks", "chat-phone"] {
+        for name in SCREENS {
             assert!(shots.join(format!("{name}.png")).exists(), "screenshot {name}");
         }
         assert!(!app.log().contains(TEST_KEY) && !app.log().contains(INGEST), "no secret is logged");
+    }
+}
+
+/// A new user's first sign-in with no model (#26 items 1 and 4): the setup
+/// note, the honest no-model reply, the Status screen saying what to set.
+#[test]
+fn the_first_sign_in_without_a_model_in_chromium() {
+    let _one = ONE_BROWSER.lock().unwrap_or_else(|p| p.into_inner());
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None);
+        let shots = screenshots(&app, &["first-sign-in", "status-no-model"]);
+        let stdout = in_chromium("first-hour.test.mjs", &app, &shots, &format!("{backend:?}"));
+        assert!(stdout.contains("the first hour is done"), "every step ran:\n{stdout}");
+        for name in ["first-sign-in", "status-no-model"] {
+            assert!(shots.join(format!("{name}.png")).exists(), "screenshot {name}");
+        }
     }
 }

@@ -7,23 +7,12 @@
 // MNEME_SCREENSHOTS (a directory), CHROMIUM (default /usr/bin/chromium).
 
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { WAIT, assertLabelled, need, run, shooter, step } from "./lib.mjs";
 
-const need = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`set ${name}`);
-  return v;
-};
 const URL_ = need("MNEME_URL");
 const KEY = need("MNEME_API_KEY");
 const CRON = need("MNEME_CRON_TOKEN");
-const SHOTS = need("MNEME_SCREENSHOTS");
-mkdirSync(SHOTS, { recursive: true });
-
-const step = (what) => console.log(`- ${what}`);
-const WAIT = { timeout: 30_000 };
+const shot = shooter(need("MNEME_SCREENSHOTS"));
 
 /** The cron's tick of `job`, at `atMs` on the test clock. */
 async function tick(job, atMs) {
@@ -34,29 +23,7 @@ async function tick(job, atMs) {
   assert.equal(r.status, 200, await r.text());
 }
 
-/** Every form control on the page has a label (for, wrapping or aria). */
-async function assertLabelled(page, screen) {
-  const unlabelled = await page.$$eval("input:not([type=hidden]), select, textarea", (els) =>
-    els.filter((e) => !e.labels?.length && !e.getAttribute("aria-label") && !e.getAttribute("aria-labelledby")).map((e) => e.outerHTML),
-  );
-  assert.deepEqual(unlabelled, [], `${screen}: controls without a label`);
-}
-
-/** What the principal sees in their window (1280×860): a full-page capture
- * would draw the sticky header across the middle of a long page. */
-async function shot(page, name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-let failed = false;
-let page;
-try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
-  page = await context.newPage();
+await run(shot, async (page, context) => {
   const consoleErrors = [];
   page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
@@ -106,7 +73,7 @@ try {
   await reply.locator(".meta", { hasText: /· \d+\.\d s$/ }).waitFor(WAIT);
   const seen = await page.evaluate(() => window.__seen);
   const final = await reply.locator(".text").textContent();
-  assert.match(final, /tin away from light/);
+  assert.match(final, /set that reminder/);
   assert.ok(seen.filter((t) => t.length < final.length).length >= 3, `partial texts before the whole: ${JSON.stringify(seen)}`);
   assert.match(await reply.locator(".meta").textContent(), /^(answered|asked to clarify|acted|acknowledged|let it pass|cancelled) · confidence \d{1,3}%/);
   assert.match(await reply.locator(".progress").textContent(), /Step 1: [a-z_, ]*schedule/);
@@ -181,8 +148,19 @@ try {
   await page.locator("figure.chart-box", { hasText: "Driving signal:" }).waitFor(WAIT);
   await page.evaluate(() => window.scrollTo(0, 0));
   await shot(page, "rec");
+  // Back in the inbox, the rec reads as snoozed without a reload.
+  const recUrl = page.url();
+  await page.getByRole("link", { name: "← Inbox" }).click();
+  const inboxRec = page.locator(".door .recs li").first();
+  await inboxRec.locator(".badge.status", { hasText: "snoozed" }).waitFor(WAIT);
+  await inboxRec.getByRole("link").click();
+  await page.waitForURL(recUrl);
   await page.getByLabel("Fit (1–5)").selectOption("4");
   await page.getByRole("button", { name: "Acted" }).click();
+  await page.getByText("it cannot change any more").waitFor(WAIT);
+  await page.getByRole("link", { name: "← Inbox" }).click();
+  await page.locator(".door .recs li").first().locator(".badge.status", { hasText: "acted" }).waitFor(WAIT);
+  await page.goBack();
   await page.getByText("it cannot change any more").waitFor(WAIT);
   const rec = await page.evaluate(async () => {
     const id = decodeURIComponent(location.hash.split("/")[2]);
@@ -201,6 +179,9 @@ try {
   assert.equal(await page.getByLabel("Ingest token").count(), 0, "the signed-in principal ingests with their session");
   await page.getByRole("button", { name: "Ingest" }).click();
   await page.locator("[data-job-status=done]").waitFor({ timeout: 60_000 });
+  const jobLine = await page.locator("p", { has: page.locator("[data-job-status=done]") }).textContent();
+  assert.match(jobLine, / · read by \S/, "the job says what read the transcript");
+  assert.doesNotMatch(jobLine, /extractor/);
   assert.match(await page.locator(".card", { hasText: "Ingest a transcript" }).textContent(), /kept KE-\d{4}/);
   // The chart of entries per type redraws with the new entry.
   const growth = page.locator("figure.chart-box", { hasText: "Entries by type" });
@@ -212,7 +193,8 @@ try {
   await page.getByRole("button", { name: "Search" }).click();
   const hit = page.locator("[aria-label='Search results'] li").first();
   await hit.getByText("Ledger storage").waitFor(WAIT);
-  assert.match(await hit.textContent(), /relevance 0\.\d{3} · final 0\.\d{3}/);
+  assert.match(await hit.textContent(), /decision · \w+ confidence · \d{1,3}% match/);
+  assert.match(await hit.locator(".score").getAttribute("title"), /^relevance 0\.\d{3}, ranked by 0\.\d{3} \(/);
   await shot(page, "knowledge");
   await hit.getByRole("link").click();
   await page.getByText("Times corroborated").waitFor(WAIT);
@@ -264,14 +246,4 @@ try {
   // Expected: the wrong key's 401, the final /session 401, and the offline step's failed loads.
   const expected = /status of 401|net::ERR_INTERNET_DISCONNECTED|EventSource's response has a MIME type/;
   assert.deepEqual(consoleErrors.filter((e) => !expected.test(e)), [], "no script errors");
-} catch (e) {
-  failed = true;
-  console.error(e);
-  if (page) {
-    console.error("--- the page showed:\n" + (await page.locator("body").innerText().catch(() => "(nothing)")));
-    await shot(page, "failure").catch(() => {});
-  }
-} finally {
-  await browser.close();
-}
-process.exit(failed ? 1 : 0);
+});

@@ -10,6 +10,10 @@
 //!    embeddings; latency depends on row counts and match counts, not on
 //!    what the vectors mean), then the same latency run.
 //!
+//! 4. After each latency run, `GET /knowledge/timeline?days=90` (the
+//!    Knowledge screen's chart of entries per type): 30 requests after 5
+//!    warm-ups, p50 and p95.
+//!
 //! Usage: bench-knowledge --backend embedded|hosted [--entries 2000] [--filler 8000,90000]
 //! Reads LoCoMo from ../shared/data at run time; nothing of it is stored.
 
@@ -103,6 +107,22 @@ fn retrieve_latency(app: &App, qs: &[String]) -> (f64, f64, String) {
     (percentile(&ms, 0.5), percentile(&ms, 0.95), medians.join(", "))
 }
 
+/// `GET /knowledge/timeline?days=90`, client side: p50 and p95 of 30
+/// requests after 5 warm-ups.
+fn timeline_latency(app: &App) -> (f64, f64) {
+    let mut ms = Vec::new();
+    for i in 0..35 {
+        let t = Instant::now();
+        let r = app.request("GET", "/knowledge/timeline?days=90", &[("authorization", "Bearer bench")], None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        if i >= 5 {
+            ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    (percentile(&ms, 0.5), percentile(&ms, 0.95))
+}
+
 fn count(app: &App) -> i64 {
     app.request("GET", "/knowledge/entries?limit=1", &[("authorization", "Bearer bench")], None).json()["total"]
         .as_i64()
@@ -185,6 +205,8 @@ fn main() {
     );
     let (p50, p95, steps) = retrieve_latency(&app, &qs);
     println!("retrieve over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms (step medians, ms: {steps})");
+    let (p50, p95) = timeline_latency(&app);
+    println!("timeline (90 days) over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms");
 
     // 3. Filler rows, written in the app's format.
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -198,6 +220,8 @@ fn main() {
         println!("seeded {filler} filler entries in {:.1} s", t.elapsed().as_secs_f64());
         let (p50, p95, steps) = retrieve_latency(&app, &qs);
         println!("retrieve over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms (step medians, ms: {steps})");
+        let (p50, p95) = timeline_latency(&app);
+        println!("timeline (90 days) over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms");
     }
 }
 

@@ -9,7 +9,12 @@
 //! Client-side latency (HTTP included), p50 and p95, and the median of
 //! each step the trace reports.
 //!
-//! Usage: bench-rx --backend embedded|hosted [--runs 200]
+//! With `--history`, instead: the Inbox's chart reads, `GET
+//! /rx/fitness/history?days=28` and `?days=90`, over 120 observations (a
+//! check-in and a workout a day for 60 days), 20 requests each after 5
+//! warm-ups.
+//!
+//! Usage: bench-rx --backend embedded|hosted [--runs 200] [--history]
 
 use std::time::Instant;
 
@@ -93,6 +98,9 @@ fn main() {
 
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let day = 86_400_000u64;
+    if std::env::args().any(|a| a == "--history") {
+        return history(&app, now);
+    }
     let mut obs = Vec::new();
     for d in 0..28u64 {
         obs.push(json!({"kind": "checkin", "energy": 2 + d % 3, "sleep": 3, "waist_cm": 84.0 + d as f64 * 0.05,
@@ -134,4 +142,34 @@ fn main() {
     }
     report("full run", &mut full, &full_traces);
     report("dedup short-circuit", &mut dedup, &dedup_traces);
+}
+
+/// The Inbox's chart reads over 60 days of a check-in and a workout a day.
+fn history(app: &App, now: u64) {
+    let day = 86_400_000u64;
+    let obs: Vec<Value> = (0..60u64)
+        .flat_map(|d| {
+            [
+                json!({"kind": "checkin", "energy": 2 + d % 3, "sleep": 3, "waist_cm": 84.0 + d as f64 * 0.05,
+                       "body_fat_pct": 18.0, "target_sessions_per_week": 5, "at": now - d * day}),
+                json!({"kind": "workout", "type": "strength", "minutes": 45, "rpe_actual": 8, "rpe_prescribed": 7,
+                       "load_kg": 95, "prev_load_kg": 100, "hard_lower": d % 6 == 0, "at": now - d * day + 3_600_000}),
+            ]
+        })
+        .collect();
+    let (s, v, _) = post(app, "/rx/fitness/observations", Some(&json!({"observations": obs})), now);
+    assert_eq!(s, 201, "{v}");
+    for days in [28, 90] {
+        let path = format!("/rx/fitness/history?days={days}");
+        let mut ms = Vec::new();
+        for i in 0..25 {
+            let t = Instant::now();
+            let r = app.request("GET", &path, &[("authorization", "Bearer bench")], None);
+            assert_eq!(r.status, 200, "{}", r.body);
+            if i >= 5 {
+                ms.push(t.elapsed().as_secs_f64() * 1_000.0);
+            }
+        }
+        mneme_e2e::bench::report(&format!("GET {path} over 120 observations"), &mut ms);
+    }
 }

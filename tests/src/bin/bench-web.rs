@@ -8,6 +8,7 @@
 //! - Per request: `GET /session` answered from the cookie, and the same
 //!   authenticated read (`GET /tasks?limit=1`) with `Authorization: Bearer`
 //!   and with the cookie, interleaved so drift in the machine hits both.
+//! - `GET /status`, the Status screen's read: 50 requests after 5 warm-ups.
 //!
 //! Usage: bench-web --backend embedded|hosted [--runs 20] [--requests 500]
 
@@ -89,4 +90,9 @@ fn main() {
     report("GET /tasks?limit=1 with the cookie", &mut with_cookie);
     let median = |v: &[f64]| mneme_e2e::bench::percentile(v, 0.5);
     println!("cookie / bearer, medians: {:.3}", median(&with_cookie) / median(&with_bearer));
+
+    // The Status screen's one read: every probe (stores, schema, embedding
+    // model, jobs, queues; no model is configured, so none is asked).
+    let mut status: Vec<f64> = (0..55).map(|_| time(&[("authorization", &bearer)], "/status")).skip(5).collect();
+    report("GET /status", &mut status);
 }

@@ -636,6 +636,15 @@ fn reminders_fire_as_events_that_replay_after_last_event_id() {
     }
 }
 
+/// A model whose triage asks for the `schedule` skill and whose ACT plan
+/// is the one `action`; it answers "Noted." otherwise.
+fn scheduling_model(action: Value) -> FakeModel {
+    let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
+    model.route(marker::TRIAGE, Script::json(json!({"mode": "ACT", "skills": ["schedule"]})));
+    model.route(marker::ACT_PLAN, Script::json(json!({"actions": [action]})));
+    model
+}
+
 /// Reminders live in the principal's time zone (`time_zone`): a model's
 /// `due_at` without an offset is their local time, and a daily reminder at
 /// 09:00 stays at 09:00 in London across the 2027-03-28 change to summer
@@ -649,12 +658,8 @@ fn a_daily_reminder_keeps_its_local_time_across_the_change_to_summer_time() {
     let nine_bst = nine_gmt + 23 * H; // 2027-03-28T08:00Z, a 23-hour day later
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
-        let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
-        model.route(marker::TRIAGE, Script::json(json!({"mode": "ACT", "skills": ["schedule"]})));
-        model.route(
-            marker::ACT_PLAN,
-            Script::json(json!({"actions": [{"type": "schedule", "action": "create", "message": "take the pills",
-                                             "due_at": "2027-03-27T09:00", "recurrence": "daily"}]})),
+        let model = scheduling_model(
+            json!({"type": "schedule", "action": "create", "message": "take the pills", "due_at": "2027-03-27T09:00", "recurrence": "daily"}),
         );
         let mut env = test_env(&b, Some(&model));
         env.push(("SPIN_VARIABLE_TIME_ZONE".into(), "Europe/London".into()));
@@ -680,23 +685,22 @@ fn a_daily_reminder_keeps_its_local_time_across_the_change_to_summer_time() {
     }
 }
 
+/// Thursday 2026-11-26 15:00 UTC, 10:00 in New York, and the next day's
+/// 09:00 there (2026-11-27T09:00-05:00).
+const THURSDAY_TEN_NY: u64 = 1_795_705_200_000;
+const FRIDAY_NINE_NY: i64 = 1_795_788_000_000;
+
 /// With a model, the model's reading of a reminder wins over the rules'
 /// (D-C31): its time and its words are what is stored, though the rules
 /// would read "tomorrow at 9" as 09:00; when the model gives no usable
 /// plan, the rules' reading is what is stored.
 #[test]
 fn the_models_reading_of_a_reminder_wins_over_the_rules() {
-    // Thursday 2026-11-26 15:00 UTC, 10:00 in New York.
-    let now: u64 = 1_795_705_200_000;
-    let tomorrow_nine_ny: i64 = 1_795_788_000_000; // 2026-11-27T09:00-05:00
+    let (now, tomorrow_nine_ny) = (THURSDAY_TEN_NY, FRIDAY_NINE_NY);
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
-        let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
-        model.route(marker::TRIAGE, Script::json(json!({"mode": "ACT", "skills": ["schedule"]})));
-        model.route(
-            marker::ACT_PLAN,
-            Script::json(json!({"actions": [{"type": "schedule", "action": "create",
-                "message": "call the dentist about the crown", "due_at": "2026-11-27T10:30"}]})),
+        let model = scheduling_model(
+            json!({"type": "schedule", "action": "create", "message": "call the dentist about the crown", "due_at": "2026-11-27T10:30"}),
         );
         let mut env = test_env(&b, Some(&model));
         env.push(("SPIN_VARIABLE_TIME_ZONE".into(), "America/New_York".into()));
@@ -728,9 +732,7 @@ fn the_models_reading_of_a_reminder_wins_over_the_rules() {
 /// (#26 items 1 and 3; D-C31, D-C32).
 #[test]
 fn with_no_model_questions_get_an_honest_reply_and_reminders_are_set() {
-    // Thursday 2026-11-26 15:00 UTC, 10:00 in New York.
-    let now: u64 = 1_795_705_200_000;
-    let tomorrow_nine_ny: i64 = 1_795_788_000_000; // 2026-11-27T09:00-05:00
+    let (now, tomorrow_nine_ny) = (THURSDAY_TEN_NY, FRIDAY_NINE_NY);
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let mut env = test_env(&b, None);

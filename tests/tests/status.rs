@@ -22,6 +22,19 @@ fn tick(app: &App, job: &str) -> mneme_e2e::Resp {
     app.request("POST", &format!("/tick/{job}"), &[("authorization", CRON_AUTH)], None)
 }
 
+/// A question only a model answers; the stream's body.
+fn tomato_chat(app: &App) -> String {
+    let a = auth();
+    let r = app.request(
+        "POST",
+        "/chat",
+        &[("authorization", a.as_str()), ("content-type", "application/json")],
+        Some(br#"{"text": "How do tomatoes grow best in a cold summer?"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+}
+
 fn job<'a>(s: &'a Value, name: &str) -> &'a Value {
     s["jobs"].as_array().unwrap().iter().find(|j| j["job"] == name).unwrap_or_else(|| panic!("no {name} in {s}"))
 }
@@ -138,15 +151,8 @@ fn status_says_whether_the_model_answers() {
         assert_eq!(m["endpoint"], model.addr.as_str());
         assert_eq!(m["primary"], "big-model");
         assert_eq!(m["error"], Value::Null);
-        let a = auth();
-        let chat = app.request(
-            "POST",
-            "/chat",
-            &[("authorization", a.as_str()), ("content-type", "application/json")],
-            Some(br#"{"text": "How do tomatoes grow best in a cold summer?"}"#),
-        );
-        assert_eq!(chat.status, 200);
-        assert!(chat.body.contains("\"source\":\"model\""), "{}", chat.body);
+        let chat = tomato_chat(&app);
+        assert!(chat.contains("\"source\":\"model\""), "{chat}");
         assert!(status(&app)["model"]["last_reply_ms"].is_u64(), "the model's reply is seen");
         drop(app);
 
@@ -182,24 +188,13 @@ fn llm_url_alone_is_enough_the_endpoint_names_its_model() {
             env.push(("SPIN_VARIABLE_LLM_HOST".into(), model.addr.clone()));
             env
         };
-        let chat = |app: &App| {
-            let a = auth();
-            let r = app.request(
-                "POST",
-                "/chat",
-                &[("authorization", a.as_str()), ("content-type", "application/json")],
-                Some(br#"{"text": "How do tomatoes grow best in a cold summer?"}"#),
-            );
-            assert_eq!(r.status, 200, "{}", r.body);
-            r.body
-        };
         model.set_models(&["llama3.2:latest", "qwen2.5:7b"]);
         let app = App::start("spin.toml", &only_url(&model));
         let m = status(&app)["model"].clone();
         assert_eq!((m["configured"].as_bool(), m["reachable"].as_bool()), (Some(true), Some(true)), "{backend:?}: {m}");
         assert_eq!((m["primary"].as_str(), m["light"].as_str()), (Some("llama3.2:latest"), Some("llama3.2:latest")));
         assert_eq!(m["error"], Value::Null, "{m}");
-        let body = chat(&app);
+        let body = tomato_chat(&app);
         assert!(body.contains("\"source\":\"model\""), "{backend:?}: {body}");
         let asked: Vec<String> = model.requests().into_iter().filter(|r| r.contains("\"messages\"")).collect();
         assert!(!asked.is_empty() && asked.iter().all(|r| r.contains("\"model\":\"llama3.2:latest\"")), "{asked:?}");
@@ -213,7 +208,7 @@ fn llm_url_alone_is_enough_the_endpoint_names_its_model() {
         assert_eq!(m["error"]["code"], "model-error");
         assert!(m["error"]["message"].as_str().unwrap().contains("lists no model"), "{m}");
         let before = model.requests().iter().filter(|r| r.contains("\"messages\"")).count();
-        let body = chat(&app);
+        let body = tomato_chat(&app);
         assert!(body.contains("rule-based"), "{backend:?}: a labelled fallback: {body}");
         assert!(body.contains("event: done"), "{body}");
         let after = model.requests().iter().filter(|r| r.contains("\"messages\"")).count();

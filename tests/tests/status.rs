@@ -174,22 +174,24 @@ fn status_says_whether_the_model_answers() {
     }
 }
 
-/// `llm_url` alone connects a model: the endpoint's first listed model is
-/// used (D-C33); an endpoint that lists none is named as such, and chats
-/// still end with a labelled reply.
+/// `llm_url` alone connects a model on this machine: the endpoint's first
+/// listed model is used (D-C33); an endpoint that lists none is named as
+/// such, and a clear question gets an honest labelled reply (D-C34).
 #[test]
 fn llm_url_alone_is_enough_the_endpoint_names_its_model() {
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let model = FakeModel::start(Script { reply: "Tomatoes like sun.".into(), ..Default::default() });
-        let only_url = |model: &FakeModel| {
+        // No llm_host: a server on this machine is allowed at any port,
+        // under either name (D-C33).
+        let only_url = |url: String| {
             let mut env = test_env(&b, None);
-            env.push(("SPIN_VARIABLE_LLM_URL".into(), model.url()));
-            env.push(("SPIN_VARIABLE_LLM_HOST".into(), model.addr.clone()));
+            env.push(("SPIN_VARIABLE_LLM_URL".into(), url));
             env
         };
+        let port = model.addr.rsplit(':').next().unwrap().to_string();
         model.set_models(&["llama3.2:latest", "qwen2.5:7b"]);
-        let app = App::start("spin.toml", &only_url(&model));
+        let app = App::start("spin.toml", &only_url(format!("http://localhost:{port}/v1")));
         let m = status(&app)["model"].clone();
         assert_eq!((m["configured"].as_bool(), m["reachable"].as_bool()), (Some(true), Some(true)), "{backend:?}: {m}");
         assert_eq!((m["primary"].as_str(), m["light"].as_str()), (Some("llama3.2:latest"), Some("llama3.2:latest")));
@@ -201,7 +203,7 @@ fn llm_url_alone_is_enough_the_endpoint_names_its_model() {
         drop(app);
 
         model.set_models(&[]);
-        let app = App::start("spin.toml", &only_url(&model));
+        let app = App::start("spin.toml", &only_url(format!("http://127.0.0.1:{port}/v1")));
         let m = status(&app)["model"].clone();
         assert_eq!((m["configured"].as_bool(), m["reachable"].as_bool()), (Some(true), Some(true)), "{backend:?}: {m}");
         assert_eq!(m["primary"], "");
@@ -209,7 +211,11 @@ fn llm_url_alone_is_enough_the_endpoint_names_its_model() {
         assert!(m["error"]["message"].as_str().unwrap().contains("lists no model"), "{m}");
         let before = model.requests().iter().filter(|r| r.contains("\"messages\"")).count();
         let body = tomato_chat(&app);
-        assert!(body.contains("rule-based"), "{backend:?}: a labelled fallback: {body}");
+        assert!(
+            body.contains("[rule-based reply: the model failed (model-error)] The language model did not answer"),
+            "{backend:?}: {body}"
+        );
+        assert!(!body.contains("Could you say more"), "a clear question gets no question back: {body}");
         assert!(body.contains("event: done"), "{body}");
         let after = model.requests().iter().filter(|r| r.contains("\"messages\"")).count();
         assert_eq!(before, after, "no completion is sent without a model's name");

@@ -128,6 +128,18 @@ pub fn fallback_label(reason: &str) -> String {
     }
 }
 
+/// The mode a reply takes when the model failed to write it (D-C34): a
+/// question back about a clear message only made sense with a model to ask
+/// it, so a clear message gets RESPOND's honest answer instead; with no
+/// model at all the mode was settled before (D-C32).
+pub fn settle_after_failure(mode: Mode, text: &str, reason: &str) -> Mode {
+    if mode == Mode::Clarify && reason != "model-unavailable" && !crate::nomodel::is_unclear(text) {
+        Mode::Respond
+    } else {
+        mode
+    }
+}
+
 /// A reply built by rules (D-C11): for RESPOND, what was done for the
 /// message (each action's own words; a failed one says why), else what
 /// memory holds on it (facts, gists and earlier turns that share its
@@ -184,7 +196,7 @@ pub fn fallback(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult], reas
             lines.truncate(5);
             match (lines.is_empty(), no_model) {
                 (true, true) => format!("{label} {}", crate::nomodel::NEEDS_A_MODEL),
-                (true, false) => format!("{label} I have nothing in memory about this yet."),
+                (true, false) => format!("{label} {}", crate::nomodel::MODEL_FAILED),
                 (false, true) => format!(
                     "{label} Here is what I have on this:\n- {}\n{}",
                     lines.join("\n- "),
@@ -266,12 +278,32 @@ mod tests {
         let none = fallback(Mode::Respond, &Assembled::default(), "quantum chromodynamics", &[], "model-timeout");
         assert_eq!(
             none,
-            "[rule-based reply: the model failed (model-timeout)] I have nothing in memory about this yet."
+            format!("[rule-based reply: the model failed (model-timeout)] {}", crate::nomodel::MODEL_FAILED)
         );
         let c = fallback(Mode::Clarify, &Assembled::default(), "fix the thing with the build", &[], "model-timeout");
         assert!(c.ends_with("\"thing build\"?"), "{c}");
         let c = fallback(Mode::Clarify, &Assembled::default(), "do the thing", &[], "model-unavailable");
         assert!(!c.contains("\"thing\""), "no question about its own keywords: {c}");
+    }
+
+    #[test]
+    fn a_failed_model_turns_a_question_back_about_a_clear_message_into_an_honest_answer() {
+        let clear = "What is the capital of Portugal?";
+        for reason in ["model-error", "model-timeout", "empty answer"] {
+            assert_eq!(settle_after_failure(Mode::Clarify, clear, reason), Mode::Respond, "{reason}");
+            assert_eq!(settle_after_failure(Mode::Clarify, "do the thing", reason), Mode::Clarify, "{reason}");
+            for kept in [Mode::Respond, Mode::Acknowledge, Mode::Act] {
+                assert_eq!(settle_after_failure(kept, clear, reason), kept, "{reason}");
+            }
+        }
+        // With no model the mode was settled before generation (D-C32).
+        assert_eq!(settle_after_failure(Mode::Clarify, clear, "model-unavailable"), Mode::Clarify);
+        let r = fallback(Mode::Respond, &Assembled::default(), clear, &[], "model-error");
+        assert!(
+            r.starts_with("[rule-based reply: the model failed (model-error)] The language model did not answer"),
+            "{r}"
+        );
+        assert!(r.contains("Status screen") && !r.contains("Could you say more"), "{r}");
     }
 
     #[test]

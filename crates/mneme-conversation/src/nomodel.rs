@@ -149,6 +149,11 @@ keep lists, run recommendations and background tasks. To connect a model, set ll
 of an OpenAI-compatible endpoint (for Ollama, http://127.0.0.1:11434/v1); the Status screen shows \
 whether it answers.";
 
+/// What the principal reads when a model is configured but did not
+/// answer, and memory has nothing on the message (D-C34).
+pub const MODEL_FAILED: &str = "The language model did not answer, so I cannot answer that now, and I have \
+nothing in memory about it yet. The Status screen shows what went wrong with the model.";
+
 /// The short line added when memory had something to show but a model
 /// would be needed for a full answer.
 pub const A_MODEL_WOULD_ANSWER: &str = "A model would answer this fully: set llm_url (see the Status screen).";

@@ -215,7 +215,9 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
     let (text, source) = if mode == Mode::Ignore {
         (String::new(), ReplySource::Model)
     } else {
-        generate(out, mode, &ctx, &msg.text, &act_results, &mut model_us).await
+        let (text, source, settled) = generate(out, mode, &ctx, &msg.text, &act_results, &mut model_us).await;
+        mode = settled;
+        (text, source)
     };
     let generation_ms = clock::system_ms().saturating_sub(gen_started);
     let confidence = generate::confidence(ctx.memory_confidence, router_confidence, source);
@@ -388,7 +390,8 @@ async fn act_loop(
     Ok((results, model_us))
 }
 
-/// Generates the reply, streaming tokens; falls back to the rules.
+/// Generates the reply, streaming tokens; falls back to the rules, in the
+/// mode the reply then takes.
 async fn generate(
     out: &mut Out,
     mode: Mode,
@@ -396,7 +399,7 @@ async fn generate(
     text: &str,
     act: &[ActResult],
     model_us: &mut u64,
-) -> (String, ReplySource) {
+) -> (String, ReplySource, Mode) {
     let messages = mneme_entry::model::messages(generate::messages(mode, ctx, text, act));
     let call = Instant::now();
     let (mut deltas, outcome) = llm::complete_stream(mneme_entry::model::reply_request(messages)).await;
@@ -413,16 +416,20 @@ async fn generate(
         Ok(c) => {
             let cleaned = generate::clean(&c.text);
             if cleaned.is_empty() {
-                (generate::fallback(mode, ctx, text, act, "empty answer"), ReplySource::RuleBased)
+                let mode = generate::settle_after_failure(mode, text, "empty answer");
+                (generate::fallback(mode, ctx, text, act, "empty answer"), ReplySource::RuleBased, mode)
             } else {
-                (cleaned, ReplySource::Model)
+                (cleaned, ReplySource::Model, mode)
             }
         }
         Err(e) if !streamed.trim().is_empty() => {
             out.event("error", json!({"message": format!("the model stopped early ({}); the reply may be incomplete", e.code), "recoverable": true}));
-            (generate::clean(&streamed), ReplySource::Model)
+            (generate::clean(&streamed), ReplySource::Model, mode)
         }
-        Err(e) => (generate::fallback(mode, ctx, text, act, e.code.name()), ReplySource::RuleBased),
+        Err(e) => {
+            let mode = generate::settle_after_failure(mode, text, e.code.name());
+            (generate::fallback(mode, ctx, text, act, e.code.name()), ReplySource::RuleBased, mode)
+        }
     }
 }
 

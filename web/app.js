@@ -302,6 +302,18 @@ function messageItem(who, text) {
 }
 
 // What Mneme did with a message, in words (the router's modes).
+// What each of the ACT loop's innate actions does, as a step reads.
+const ACTION_WORDS = {
+  recall: "searched memory",
+  memorize: "noted it",
+  introspect: "looked at its own state",
+  associate: "followed related ideas",
+  schedule: "reminders",
+  list: "lists",
+  focus: "set a focus",
+  persistent_task: "background tasks",
+};
+
 const MODE_WORDS = {
   RESPOND: "answered",
   CLARIFY: "asked to clarify",
@@ -391,7 +403,8 @@ function chatView() {
           if (data.stage === "tools") {
             reply.meta.textContent = `Asking ${(data.tools || []).join(", ")}…`;
           } else if (data.stage === "acting") {
-            reply.progress.append(h("li", {}, `Step ${data.iteration}: ${(data.actions || []).join(", ") || "no action"}`));
+            const did = [...new Set((data.actions || []).map((a) => ACTION_WORDS[a] || a.replace(/_/g, " ")))];
+            reply.progress.append(h("li", { "data-actions": (data.actions || []).join(" ") }, `Step ${data.iteration}: ${did.join(", ") || "nothing to do"}`));
           } else {
             reply.meta.textContent = STAGES[data.stage] || data.stage;
           }
@@ -530,7 +543,7 @@ function badges(rec) {
     h("span", { class: "badge status" }, rec.status),
     f.forced_decision && h("span", { class: "badge forced", title: "Snoozed twice: decide now" }, "forced decision"),
     f.aging && h("span", { class: "badge aging", title: "Older than 14 days" }, "aging"),
-    f.auto_revived && h("span", { class: "badge revived", title: "Its snooze ended" }, "auto-revived"),
+    f.auto_revived && h("span", { class: "badge revived", title: "Its snooze ended" }, "back from snooze"),
   ];
 }
 
@@ -552,12 +565,14 @@ function traceTable(trace) {
 function recList(recs) {
   return recs.length
     ? h("ul", { class: "recs", role: "list" }, recs.map((r) =>
-        h("li", { class: "card" }, h("a", { href: `#/rec/${encodeURIComponent(r.id)}` }, r.tldr), h("div", {}, badges(r), h("span", { class: "muted" }, ` drift ${num(r.drift_score)} · ${new Date(r.created_at).toLocaleDateString()}`))),
+        h("li", { class: "card" }, h("a", { href: `#/rec/${encodeURIComponent(r.id)}` }, r.tldr), h("div", {}, badges(r), h("span", { class: "muted" }, ` drift ${pct(r.drift_score)} · ${new Date(r.created_at).toLocaleDateString()}${snoozed(r.snooze_count)}`))),
       ))
     : h("p", { class: "muted" }, "Nothing here yet.");
 }
 
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+/** " · snoozed once", " · snoozed twice", …; nothing when never snoozed. */
+const snoozed = (n) => (n > 0 ? ` · snoozed ${n === 1 ? "once" : n === 2 ? "twice" : `${n} times`}` : "");
 
 /** A door's component labels by name, from its configuration. */
 function labels(config) {
@@ -658,7 +673,7 @@ async function inboxView() {
       try {
         const r = await api("POST", `/rx/${encodeURIComponent(door)}`);
         out.replaceChildren(
-          h("p", {}, h("strong", {}, r.status === "no-change" ? "No change: " : "New recommendation: "), r.tldr || "", r.path ? h("span", { class: "muted" }, ` (${r.path})`) : ""),
+          h("p", {}, h("strong", {}, r.status === "no-change" ? "No change: " : "New recommendation: "), r.tldr || "", ""),
           h("details", {}, h("summary", {}, "Steps of the run"), traceTable(r.trace || [])),
         );
         await refresh();
@@ -779,7 +794,7 @@ async function recView(id) {
   }
   put(root, 
     h("h1", { id: "rec-title" }, rec.tldr),
-    h("div", {}, badges(rec), h("span", { class: "muted" }, ` ${rec.door} · drift ${num(rec.drift_score)} · confidence ${rec.confidence} · snoozed ${rec.snooze_count}×`)),
+    h("div", {}, badges(rec), h("span", { class: "muted" }, ` ${rec.door} · drift ${pct(rec.drift_score)} · ${rec.confidence}% confidence${snoozed(rec.snooze_count)}`)),
     signal,
     actions,
     status,
@@ -990,12 +1005,12 @@ function tasksView() {
       "li",
       { class: "card" },
       h("strong", {}, t.goal),
-      h("div", { class: "muted" }, `${t.status} · priority ${t.priority} · coverage ${pct(t.coverage)} · ${t.cycles} cycle${t.cycles === 1 ? "" : "s"}`),
+      h("div", { class: "muted" }, `${t.status} · priority ${t.priority} · ${pct(t.coverage)} covered · ${!t.cycles ? "not worked on yet" : t.cycles === 1 ? "worked on once" : `worked on ${t.cycles} times`}`),
       h("progress", { max: 1, value: t.coverage || 0, "aria-label": `Coverage of ${t.goal}` }),
       steps.length
         ? h("ol", { class: "progress", "aria-label": "Plan" }, steps.map((s) => h("li", {}, `${s.description} — ${s.status}`)))
         : t.plan_note ? h("p", { class: "muted" }, t.plan_note) : null,
-      t.plan_source ? h("div", { class: "muted" }, `Plan by ${t.plan_source}`) : null,
+      t.plan_source ? h("div", { class: "muted" }, t.plan_source.startsWith("rules") ? "Planned by the built-in rules (no model is set up)" : `Planned by ${t.plan_source}`) : null,
       t.last_summary ? h("p", {}, t.last_summary) : null,
       open
         ? h("button", {

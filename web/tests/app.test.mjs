@@ -76,7 +76,8 @@ await run(shot, async (page, context) => {
   assert.match(final, /set that reminder/);
   assert.ok(seen.filter((t) => t.length < final.length).length >= 3, `partial texts before the whole: ${JSON.stringify(seen)}`);
   assert.match(await reply.locator(".meta").textContent(), /^(answered|asked to clarify|acted|acknowledged|let it pass|cancelled) · confidence \d{1,3}%/);
-  assert.match(await reply.locator(".progress").textContent(), /Step 1: [a-z_, ]*schedule/);
+  assert.match(await reply.locator(".progress").textContent(), /^Step 1: [a-z ,]*reminders/);
+  assert.match(await reply.locator(".progress li").first().getAttribute("data-actions"), /\bschedule\b/);
 
   step("a proactive event arrives live");
   await tick("reminders", Date.now() + 3_600_000);
@@ -210,7 +211,7 @@ await run(shot, async (page, context) => {
   await page.getByRole("button", { name: "Create" }).click();
   const task = page.locator("li.card", { hasText: "Compare three standing desks" });
   await task.getByRole("list", { name: "Plan" }).waitFor(WAIT);
-  assert.match(await task.textContent(), /accepted · priority 5 · coverage 0%/);
+  assert.match(await task.textContent(), /accepted · priority 5 · 0% covered · not worked on yet/);
   await shot(page, "tasks");
   await task.getByRole("button", { name: /Cancel/ }).click();
   await page.locator("li.card", { hasText: "cancelled" }).waitFor(WAIT);

@@ -645,7 +645,10 @@ async function inboxView() {
     drawn = now;
     for (const [door, { count, list }] of sections) {
       const mine = recs.filter((r) => r.door === door);
-      count.textContent = plural(mine.length, "recommendation");
+      // Acted, skipped and dismissed recs stay listed; the count says how
+      // many still wait for a decision.
+      const open = mine.filter((r) => !["acted", "skipped", "dismissed"].includes(r.status)).length;
+      count.textContent = plural(mine.length, "recommendation") + (open === mine.length ? "" : `, ${open || "none"} open`);
       list.replaceChildren(recList(mine));
     }
   };

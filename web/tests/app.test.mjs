@@ -161,6 +161,7 @@ await run(shot, async (page, context) => {
   await page.getByText("it cannot change any more").waitFor(WAIT);
   await page.getByRole("link", { name: "← Inbox" }).click();
   await page.locator(".door .recs li").first().locator(".badge.status", { hasText: "acted" }).waitFor(WAIT);
+  assert.equal(await fitness.locator("[data-rec-count]").textContent(), "1 recommendation, none open");
   await page.goBack();
   await page.getByText("it cannot change any more").waitFor(WAIT);
   const rec = await page.evaluate(async () => {

@@ -12,6 +12,8 @@ command -v wrk >/dev/null || { say "installing wrk"; apt-get install -y -qq wrk 
 cargo build --quiet --release -p mneme-e2e --bin fake-model
 # MNEME_BIN runs another build of the runner, and MNEME_APP_DIR another
 # checkout's app (its spin.toml and components), for an A/B comparison.
+# BENCH_LLM_MODEL= (empty) leaves llm_model unset: the app asks the
+# scripted endpoint for its models (D-C33).
 BIN="${MNEME_BIN:-$ROOT/target/release/mneme}"
 APP_DIR="${MNEME_APP_DIR:-$ROOT}"
 STATE="$(mktemp -d)"; PORT=${BENCH_PORT:-3391}; DB="mneme_bench_$$"
@@ -26,7 +28,7 @@ MODEL=$(awk '/listening/ {print $2}' "$STATE/model")
 
 SPIN_VARIABLE_API_KEY=bench SPIN_VARIABLE_CRON_TOKEN=bench SPIN_VARIABLE_STORE_NAMESPACE="bench$$" \
 SPIN_VARIABLE_PG_URL="host=127.0.0.1 user=postgres dbname=$DB" SPIN_VARIABLE_REDIS_URL="redis://127.0.0.1:6379" \
-SPIN_VARIABLE_LLM_URL="http://$MODEL/v1" SPIN_VARIABLE_LLM_HOST="$MODEL" SPIN_VARIABLE_LLM_MODEL=bench \
+SPIN_VARIABLE_LLM_URL="http://$MODEL/v1" SPIN_VARIABLE_LLM_HOST="$MODEL" SPIN_VARIABLE_LLM_MODEL="${BENCH_LLM_MODEL-bench}" \
   "$BIN" up -f "$APP_DIR/spin.toml" --listen "127.0.0.1:$PORT" --state-dir "$STATE/s" 2> "$STATE/log" > /dev/null &
 for _ in $(seq 1 600); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/health" && break; sleep 0.05; done
 URL="http://127.0.0.1:$PORT/chat"

@@ -58,15 +58,17 @@ impl Link {
         Ok(Self { client: ::redis::Client::open(url)?, current: Mutex::new(None) })
     }
 
-    /// The live connection, connecting first if there is none.
+    /// The live connection, connecting first if there is none. The lock is
+    /// not held while connecting: against a Redis that refuses, a connect
+    /// takes its retries (about 1.5 s) to fail, and a request made just
+    /// after Redis came back waited that long behind one begun before
+    /// (D-F33). The first connect to finish is kept; a racing one is dropped.
     pub async fn connection(&self) -> ::redis::RedisResult<ConnectionManager> {
-        let mut current = self.current.lock().await;
-        if let Some(c) = &*current {
+        if let Some(c) = &*self.current.lock().await {
             return Ok(c.clone());
         }
         let c = ConnectionManager::new_with_config(self.client.clone(), deadlines()).await?;
-        *current = Some(c.clone());
-        Ok(c)
+        Ok(self.current.lock().await.get_or_insert(c).clone())
     }
 
     /// Runs `cmd`; a command that timed out or lost its connection makes the

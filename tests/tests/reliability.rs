@@ -156,6 +156,44 @@ fn a_silent_model_makes_health_degraded_not_down() {
     assert!(took < Duration::from_secs(2), "/health took {took:?}");
 }
 
+/// With `llm_model` empty the model is the one the endpoint lists (D-C33).
+/// When the endpoint goes silent, that lookup is bounded by each call's own
+/// deadline: triage still falls back within its 500 ms, not the lookup's
+/// 3 s, and the reply says the model did not answer.
+#[test]
+fn a_silent_endpoint_with_no_model_named_holds_triage_to_its_deadline() {
+    let _turn = one_at_a_time();
+    let model = FakeModel::start(Script::default());
+    let proxy = FaultProxy::start(&model.addr);
+    proxy.set(Mode::BlackHole);
+    let b = BackendEnv::new(Backend::Embedded);
+    let mut env: Vec<(String, String)> =
+        test_env(&b, Some(&model)).into_iter().filter(|(k, _)| k != "SPIN_VARIABLE_LLM_MODEL").collect();
+    for (k, v) in env.iter_mut() {
+        if k == "SPIN_VARIABLE_LLM_URL" {
+            *v = format!("http://{}/v1", proxy.addr);
+        } else if k == "SPIN_VARIABLE_LLM_HOST" {
+            *v = proxy.addr.clone();
+        }
+    }
+    let app = App::start("spin.toml", &env);
+    for i in 0..2 {
+        let body =
+            json!({"text": format!("Explain how a heat pump works, question {i}"), "thread_id": format!("silent{i}")});
+        let (r, took) = timed(|| post(&app, "/chat", &body));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let events = parse_sse(&r.body);
+        let done = &events.iter().find(|(name, _)| name == "done").expect("a done event").1;
+        let triage = done["steps"]["triage"].as_u64().expect("the triage step's time");
+        assert!(triage < 1_200, "triage waited {triage} ms for a silent endpoint's model list: {done}");
+        let message = &events.iter().find(|(name, _)| name == "message").expect("a message").1;
+        assert!(message["text"].as_str().unwrap().contains("did not answer"), "{message}");
+        assert!(took < Duration::from_secs(8), "the chat took {took:?}");
+    }
+    let cal = app.table("triage_calibration", 0);
+    assert!(cal.iter().all(|row| row["source"] == "heuristic"), "{cal:?}");
+}
+
 /// Each request with a NUL somewhere, the field it must name, and the
 /// headers it needs.
 fn nul_requests() -> Vec<(&'static str, String, Option<Value>, &'static str)> {

@@ -61,12 +61,16 @@ impl Config {
     }
 }
 
-async fn config() -> Config {
+/// The configuration; with `llm_model` empty, the model the endpoint lists,
+/// asked within `deadline_ms` (the caller's own deadline, so a silent
+/// endpoint cannot hold a 500 ms triage for seconds) and never longer than
+/// [`LIST_TIMEOUT_MS`].
+async fn config(deadline_ms: u32) -> Config {
     let spin = var("llm_backend").await.is_some_and(|b| b.trim().eq_ignore_ascii_case("spin"));
     let (url, key) = (var("llm_url").await, var("llm_api_key").await);
     let (primary, unnamed) = match (var("llm_model").await, &url) {
         (Some(named), _) => (named, None),
-        (None, Some(url)) if !spin => match listed_model(url, key.as_deref()).await {
+        (None, Some(url)) if !spin => match listed_model(url, key.as_deref(), deadline_ms).await {
             Ok(found) => (found, None),
             Err(why) => (String::new(), Some(why)),
         },
@@ -82,8 +86,10 @@ const LISTED_KEPT: Duration = Duration::from_secs(60);
 const UNLISTED_KEPT: Duration = Duration::from_secs(5);
 
 /// The first model `url` lists (`GET {url}/models`), asked at most once a
-/// minute per instance and per address.
-async fn listed_model(url: &str, key: Option<&str>) -> Result<String, String> {
+/// minute per instance and per address. A lookup cut short by a caller's
+/// deadline below [`LIST_TIMEOUT_MS`] is not kept: the endpoint may only be
+/// slower than that caller could wait, and the next caller may wait longer.
+async fn listed_model(url: &str, key: Option<&str>, deadline_ms: u32) -> Result<String, String> {
     type Kept = Option<(Instant, String, Result<String, String>)>;
     thread_local! {
         static LISTED: std::cell::RefCell<Kept> = const { std::cell::RefCell::new(None) };
@@ -96,30 +102,50 @@ async fn listed_model(url: &str, key: Option<&str>) -> Result<String, String> {
     if let Some((_, _, found)) = kept {
         return found;
     }
-    let found = ask_models(url, key).await;
-    LISTED.set(Some((Instant::now(), url.to_string(), found.clone())));
+    let deadline_ms = deadline_ms.min(LIST_TIMEOUT_MS);
+    let (found, keep) = match ask_models(url, key, deadline_ms).await {
+        Err(e) if e.code == ErrorCode::ModelTimeout => (
+            Err(format!("the endpoint did not list its models within {deadline_ms} ms")),
+            deadline_ms == LIST_TIMEOUT_MS,
+        ),
+        Err(e) => (Err(format!("asking the endpoint for its models: {}", e.message)), true),
+        Ok((status, _)) if !status.is_success() => {
+            (Err(format!("the endpoint answered {status} when asked for its models")), true)
+        }
+        Ok((_, bytes)) => (mneme_llm::first_listed_model(&bytes).map_err(|e| e.to_string()), true),
+    };
+    if keep {
+        LISTED.set(Some((Instant::now(), url.to_string(), found.clone())));
+    }
     found
 }
 
-async fn ask_models(url: &str, key: Option<&str>) -> Result<String, String> {
+/// `GET {url}/models` with the key, its status and body within
+/// `timeout_ms`: what the health probe and the model-list lookup ask.
+async fn ask_models(
+    url: &str,
+    key: Option<&str>,
+    timeout_ms: u32,
+) -> Result<(spin_sdk::http::StatusCode, Vec<u8>), StageError> {
     let mut req = spin_sdk::http::Request::get(mneme_llm::models_url(url));
     if let Some(key) = key {
         req = req.header("authorization", format!("Bearer {key}"));
     }
-    let req = req.body(String::new()).map_err(|e| e.to_string())?;
-    let resp = match select(Box::pin(spin_sdk::http::send(req)), Box::pin(sleep_ms(LIST_TIMEOUT_MS))).await {
-        Either::Left((r, _)) => r.map_err(|e| format!("asking the endpoint for its models: {e:?}"))?,
-        Either::Right(_) => return Err(format!("the endpoint did not list its models within {LIST_TIMEOUT_MS} ms")),
+    let req = req.body(String::new()).map_err(|e| error(ErrorCode::ModelError, e.to_string()))?;
+    let call = async {
+        let resp = spin_sdk::http::send(req)
+            .await
+            .map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?;
+        let status = resp.status();
+        Ok::<_, StageError>((status, read_capped(resp.into_body().stream()).await?))
     };
-    let status = resp.status();
-    let bytes = read_capped(resp.into_body().stream()).await.map_err(|e| e.message)?;
-    if !status.is_success() {
-        return Err(format!("the endpoint answered {status} when asked for its models"));
+    match select(Box::pin(call), Box::pin(sleep_ms(timeout_ms))).await {
+        Either::Left((answer, _)) => answer,
+        Either::Right(_) => Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms"))),
     }
-    mneme_llm::first_listed_model(&bytes).map_err(|e| e.to_string())
 }
 
-/// How long the endpoint has to list its models.
+/// The longest the endpoint has to list its models.
 const LIST_TIMEOUT_MS: u32 = 3_000;
 
 /// One completion through Spin's `llm` interface. The call is the
@@ -161,7 +187,7 @@ fn role(r: &str) -> Role {
 
 impl Guest for Stage {
     async fn status() -> ModelStatus {
-        let c = config().await;
+        let c = config(LIST_TIMEOUT_MS).await;
         ModelStatus { configured: c.configured(), primary: c.primary, light: c.light }
     }
 
@@ -180,11 +206,11 @@ impl Guest for Stage {
     }
 
     async fn complete(req: CompletionRequest) -> Result<Completion, StageError> {
-        let c = config().await;
+        let c = config(req.timeout_ms).await;
         if c.spin && c.configured() {
             return spin_infer(&c, &req);
         }
-        let (http, model, timeout_ms) = prepare(&req, false).await?;
+        let (http, model, timeout_ms) = prepare(c, &req, false)?;
         let started = Instant::now();
         let call = async {
             let resp = spin_sdk::http::send(http)
@@ -239,23 +265,14 @@ const PROBE_KEPT: Duration = Duration::from_secs(5);
 const MAX_ANSWER_BYTES: usize = 4 << 20;
 
 async fn probe_now(timeout_ms: u32) -> Result<u32, StageError> {
-    let c = config().await;
+    let c = config(timeout_ms).await;
     let Some(url) = c.url.filter(|_| !c.spin) else {
         return Err(error(ErrorCode::ModelUnavailable, "no model endpoint is configured"));
     };
-    let models = format!("{}/models", url.trim_end_matches('/'));
-    let mut req = spin_sdk::http::Request::get(models);
-    if let Some(key) = c.key {
-        req = req.header("authorization", format!("Bearer {key}"));
-    }
-    let req = req.body(String::new()).map_err(|e| error(ErrorCode::ModelError, e.to_string()))?;
     let started = Instant::now();
-    let resp = match select(Box::pin(spin_sdk::http::send(req)), Box::pin(sleep_ms(timeout_ms))).await {
-        Either::Left((r, _)) => r.map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?,
-        Either::Right(_) => return Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms"))),
-    };
-    if resp.status().is_server_error() {
-        return Err(error(ErrorCode::ModelError, format!("model endpoint answered {}", resp.status())));
+    let (status, _) = ask_models(&url, c.key.as_deref(), timeout_ms).await?;
+    if status.is_server_error() {
+        return Err(error(ErrorCode::ModelError, format!("model endpoint answered {status}")));
     }
     Ok(started.elapsed().as_millis() as u32)
 }
@@ -287,11 +304,11 @@ fn status_error(status: spin_sdk::http::StatusCode, body: &[u8]) -> StageError {
 
 /// Builds the HTTP request for a completion; fails fast with
 /// `model-unavailable` when no model is configured.
-async fn prepare(
+fn prepare(
+    c: Config,
     req: &CompletionRequest,
     stream: bool,
 ) -> Result<(spin_sdk::http::Request<String>, String, u32), StageError> {
-    let c = config().await;
     let Some(url) = c.url else {
         return Err(error(ErrorCode::ModelUnavailable, "no model is configured (set the Spin variable llm_url)"));
     };
@@ -330,7 +347,7 @@ async fn prepare(
 /// A non-streaming answer (an endpoint that ignores `stream`) is forwarded
 /// as one delta.
 async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) -> Result<Completion, StageError> {
-    let c = config().await;
+    let c = config(req.timeout_ms).await;
     if c.spin && c.configured() {
         let done = spin_infer(&c, req)?;
         if !done.text.is_empty() {
@@ -338,7 +355,7 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         }
         return Ok(done);
     }
-    let (http, model, timeout_ms) = prepare(req, true).await?;
+    let (http, model, timeout_ms) = prepare(c, req, true)?;
     let started = Instant::now();
     let resp = match select(Box::pin(spin_sdk::http::send(http)), Box::pin(sleep_ms(timeout_ms))).await {
         Either::Left((r, _)) => r.map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?,

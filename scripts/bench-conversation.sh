@@ -17,6 +17,10 @@ cargo build --quiet --release -p mneme-e2e --bin fake-model
 BIN="${MNEME_BIN:-$ROOT/target/release/mneme}"
 APP_DIR="${MNEME_APP_DIR:-$ROOT}"
 STATE="$(mktemp -d)"; PORT=${BENCH_PORT:-3391}; DB="mneme_bench_$$"
+# The runner reads the embedding model from here (scripts/install.sh puts it
+# there); without it every chat fails `embedding-failed`.
+export MNEME_MODELS_DIR="$MODELS_DIR"
+[ -f "$MODELS_DIR/all-minilm-l6-v2/config.json" ] || die "the embedding model is missing from $MODELS_DIR: run scripts/install.sh"
 trap 'kill $(jobs -p) 2>/dev/null; psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1; rm -rf "$STATE"' EXIT
 psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $DB" >/dev/null || die "PostgreSQL on 127.0.0.1:5432 is needed"
 redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || die "Redis on 127.0.0.1:6379 is needed"

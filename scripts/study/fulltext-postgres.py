@@ -11,22 +11,12 @@ statements over LoCoMo turns repeated to N rows, in a database of its own.
         agreement with today's statements. Needs psycopg2 (pip install psycopg2-binary).
 """
 import json, re, time, sys, statistics, psycopg2
-src = open(sys.path[0] + '/../../crates/mneme-text/src/stopwords.rs').read()
-block = src[src.index('pub const CONTENT'):]; block = block[:block.index('];')]
-STOP = set(re.findall(r'"([^"]*)"', block))
-def terms(q):
-    out = []
-    for w in q.split():
-        w = ''.join(ch for ch in w if ch.isalnum()).lower()
-        if len(w) > 1 and w not in STOP and w not in out and len(out) < 32: out.append(w)
-    return out
+from study_common import terms, locomo, turn_texts, questions, percentile as p
 def build(n, dbname):
     """N rows as `bench-knowledge --filler` writes them, the app's tsvector
     and GIN index (migration 0015), and a term table from `ts_stat`."""
     import random, subprocess
-    data = json.load(open(sys.path[0] + '/../../../shared/data/locomo10.json'))
-    texts = [t['text'] for conv in data for k, s in conv['conversation'].items()
-             if k.startswith('session_') and isinstance(s, list) for t in s if len(t.get('text', '').split()) >= 8]
+    texts = turn_texts(locomo())
     r = random.Random(7)
     esc = lambda s: s.replace('\\', '\\\\').replace('\t', ' ').replace('\n', ' ')
     rows = []
@@ -49,11 +39,9 @@ VACUUM ANALYZE;
 if sys.argv[1] == 'build':
     build(int(sys.argv[2]), sys.argv[3])
     sys.exit(0)
-data = json.load(open(sys.path[0] + '/../../../shared/data/locomo10.json'))
-qs = [q['question'] for c in data for q in c['qa'] if 'question' in q][:300]
+qs = questions(locomo())
 db = psycopg2.connect(host='127.0.0.1', user='postgres', dbname=sys.argv[2]); db.autocommit = True
 cur = db.cursor()
-def p(xs, f): xs = sorted(xs); return xs[min(len(xs)-1, int(f*len(xs)))]
 RANK = "SELECT seq FROM si, to_tsquery('english', %s) AS q, to_tsquery('english', %s) AS f WHERE tsv @@ f AND corpus = 'knowledge' {extra} ORDER BY ts_rank_cd('{{0.25, 0.2, 0.4, 1}}', tsv, q) DESC, seq DESC LIMIT 50"
 def run(any_, filt, extra='', args=()):
     cur.execute(RANK.format(extra=extra), (any_, filt) + args); return [r[0] for r in cur.fetchall()]

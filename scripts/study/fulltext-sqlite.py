@@ -11,15 +11,8 @@ LoCoMo turns repeated to N rows, as `bench-knowledge --filler` writes them.
 import sys
 if sys.argv[1] == 'build':
     import json, sqlite3, random, time, sys
-    data = json.load(open(sys.path[0] + '/../../../shared/data/locomo10.json'))
-    texts = []
-    for conv in data:
-        c = conv['conversation']; n = 1
-        while f'session_{n}' in c:
-            for t in c[f'session_{n}']:
-                tx = t.get('text','')
-                if len(tx.split()) >= 8: texts.append(tx)
-            n += 1
+    from study_common import locomo, turn_texts
+    texts = turn_texts(locomo())
     N = int(sys.argv[2])
     db = sqlite3.connect(sys.argv[3])
     db.executescript("""
@@ -40,20 +33,9 @@ if sys.argv[1] == 'build':
     print('built', N, time.time()-t)
     sys.exit(0)
 import json, sqlite3, re, time, sys, statistics
-src = open(sys.path[0] + '/../../crates/mneme-text/src/stopwords.rs').read()
-block = src[src.index('pub const CONTENT'):]
-block = block[:block.index('];')]
-STOP = set(re.findall(r'"([^"]*)"', block))
-def terms(q):
-    out = []
-    for w in q.split():
-        w = ''.join(ch for ch in w if ch.isalnum()).lower()
-        if len(w) > 1 and w not in STOP and w not in out and len(out) < 32: out.append(w)
-    return out
-data = json.load(open(sys.path[0] + '/../../../shared/data/locomo10.json'))
-qs = [q['question'] for c in data for q in c['qa'] if 'question' in q][:300]
+from study_common import terms, locomo, turn_texts, questions, percentile as p
+qs = questions(locomo())
 db = sqlite3.connect(sys.argv[2])
-def p(xs, f): xs = sorted(xs); return xs[min(len(xs)-1, int(f*len(xs)))]
 BASE = "SELECT s.seq FROM search_fts JOIN search_index s ON s.seq = search_fts.rowid WHERE search_fts MATCH ? AND s.corpus IN ('knowledge') ORDER BY bm25(search_fts, 2.0, 1.0, 0.25) LIMIT 50"
 def exact(q):
     t = terms(q)

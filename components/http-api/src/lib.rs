@@ -358,11 +358,13 @@ const HEALTH_DEADLINE_MS: u32 = 1_500;
 async fn health() -> spin_sdk::http::Response<String> {
     use mneme::llm::llm;
     let model = async {
-        let status = llm::status().await;
+        // Side by side, so a silent endpoint costs the deadline once (with
+        // `llm_model` empty, both ask it).
+        let (status, probe) = futures::join!(llm::status(HEALTH_DEADLINE_MS), llm::probe(HEALTH_DEADLINE_MS));
         if !status.configured {
             return json!({"configured": false});
         }
-        match llm::probe(HEALTH_DEADLINE_MS).await {
+        match probe {
             Ok(ms) => json!({"configured": true, "ok": true, "ms": ms}),
             // The `spin` backend has no endpoint of its own to ask.
             Err(e) if e.code == mneme_types::ErrorCode::ModelUnavailable => json!({"configured": true, "ok": null}),

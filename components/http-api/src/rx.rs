@@ -450,7 +450,7 @@ fn rec(r: RecView) -> Value {
 /// when the model cannot be reached). `Err` lists the rejected drafts'
 /// reasons.
 async fn compose(i: &Inputs<'_>) -> Result<(Draft, String, String), Vec<String>> {
-    let status = llm::status().await;
+    let status = llm::status(COMPOSE_TIMEOUT_MS).await;
     if !status.configured {
         return Ok((artifact::template(i), artifact::TEMPLATE.into(), "template: no model is configured".into()));
     }

@@ -89,7 +89,9 @@ pub async fn status(version: &str, now_ms: u64) -> Value {
 
 /// The model as configured, and whether its endpoint answers now.
 async fn model() -> Value {
-    let s = llm::status().await;
+    // Side by side: with `llm_model` empty both ask a silent endpoint, and
+    // the screen waits for it once.
+    let (s, probe) = futures::join!(llm::status(DEADLINE_MS), llm::probe(DEADLINE_MS));
     let url = spin_sdk::variables::get("llm_url").await.unwrap_or_default();
     let backend = spin_sdk::variables::get("llm_backend").await.unwrap_or_default();
     let backend = if backend.trim().eq_ignore_ascii_case("spin") { "spin" } else { "openai" };
@@ -123,7 +125,7 @@ async fn model() -> Value {
         });
         return m;
     }
-    match llm::probe(DEADLINE_MS).await {
+    match probe {
         // The endpoint answers but named no model to use (D-C33).
         Ok(ms) if s.primary.is_empty() => {
             m["reachable"] = json!(true);

@@ -61,13 +61,24 @@ impl Config {
     }
 }
 
+/// Where completions go, without the model: all a health probe needs.
+struct Endpoint {
+    url: Option<String>,
+    key: Option<String>,
+    spin: bool,
+}
+
+async fn endpoint() -> Endpoint {
+    let spin = var("llm_backend").await.is_some_and(|b| b.trim().eq_ignore_ascii_case("spin"));
+    Endpoint { url: var("llm_url").await, key: var("llm_api_key").await, spin }
+}
+
 /// The configuration; with `llm_model` empty, the model the endpoint lists,
 /// asked within `deadline_ms` (the caller's own deadline, so a silent
 /// endpoint cannot hold a 500 ms triage for seconds) and never longer than
 /// [`LIST_TIMEOUT_MS`].
 async fn config(deadline_ms: u32) -> Config {
-    let spin = var("llm_backend").await.is_some_and(|b| b.trim().eq_ignore_ascii_case("spin"));
-    let (url, key) = (var("llm_url").await, var("llm_api_key").await);
+    let Endpoint { url, key, spin } = endpoint().await;
     let (primary, unnamed) = match (var("llm_model").await, &url) {
         (Some(named), _) => (named, None),
         (None, Some(url)) if !spin => match listed_model(url, key.as_deref(), deadline_ms).await {
@@ -186,8 +197,8 @@ fn role(r: &str) -> Role {
 }
 
 impl Guest for Stage {
-    async fn status() -> ModelStatus {
-        let c = config(LIST_TIMEOUT_MS).await;
+    async fn status(timeout_ms: u32) -> ModelStatus {
+        let c = config(timeout_ms).await;
         ModelStatus { configured: c.configured(), primary: c.primary, light: c.light }
     }
 
@@ -264,8 +275,11 @@ const PROBE_KEPT: Duration = Duration::from_secs(5);
 /// The most of a model's answer read into memory.
 const MAX_ANSWER_BYTES: usize = 4 << 20;
 
+/// Asks the endpoint for its models: a server that answers is up. It does
+/// not look up which model to use, which would ask the same thing twice and
+/// could wait out `timeout_ms` twice.
 async fn probe_now(timeout_ms: u32) -> Result<u32, StageError> {
-    let c = config(timeout_ms).await;
+    let c = endpoint().await;
     let Some(url) = c.url.filter(|_| !c.spin) else {
         return Err(error(ErrorCode::ModelUnavailable, "no model endpoint is configured"));
     };

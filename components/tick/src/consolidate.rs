@@ -24,7 +24,7 @@ const MODEL_TIMEOUT_MS: u32 = 30_000;
 /// Runs jobs until the queues are empty or the budget is spent.
 pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let started = clock();
-    let model = llm::status().await;
+    let model = llm::status(MODEL_TIMEOUT_MS).await;
     let mut done = Vec::new();
     while clock().saturating_sub(started) < BUDGET_MS {
         let Some(job) = consolidate::claim(clock(), LEASE_MS).await? else { break };

@@ -105,7 +105,7 @@ fn done_report(d: DriftDone) -> Value {
 async fn thought(seed: &str, concepts: &[Activated], episode: Option<&str>) -> (Thought, String, Vec<String>) {
     let names: Vec<String> = concepts.iter().map(|c| c.name.clone()).collect();
     let fallback = || rules::rule_thought(seed, &names);
-    if !llm::status().await.configured {
+    if !llm::status(MODEL_TIMEOUT_MS).await.configured {
         return (fallback(), RULES_LABEL.into(), Vec::new());
     }
     let mut tries = Vec::new();

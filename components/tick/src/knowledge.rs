@@ -43,7 +43,7 @@ async fn merge_threshold() -> Result<f32, StageError> {
 pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let threshold = merge_threshold().await?;
     let started = clock();
-    let model = llm::status().await;
+    let model = llm::status(EXTRACT_TIMEOUT_MS).await;
     let mut done = Vec::new();
     while clock().saturating_sub(started) < BUDGET_MS {
         let Some(job) = knowledge::claim(clock(), LEASE_MS).await? else { break };

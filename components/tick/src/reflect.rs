@@ -27,7 +27,7 @@ pub async fn regulate(now: u64) -> Result<Value, StageError> {
 }
 
 pub async fn reflect(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Value, StageError> {
-    if !llm::status().await.configured {
+    if !llm::status(MODEL_TIMEOUT_MS).await.configured {
         return Ok(json!({"due": false, "reason": "no model configured: routing reflection needs the strong model"}));
     }
     let batch = match router::reflect_begin(now, LEASE_MS, seed).await? {

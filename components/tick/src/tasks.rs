@@ -188,7 +188,7 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
     };
     let ClaimedTask { id, goal, claim, .. } = claimed;
     let mut progress = Progress::from(claimed.progress);
-    let model = llm::status().await;
+    let model = llm::status(ITERATION_TIMEOUT_MS).await;
     let before = progress.coverage();
     // The period counts from the cycle's start, so its length does not
     // stretch the schedule.

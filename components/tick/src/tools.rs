@@ -34,7 +34,7 @@ pub const CRITIC_PROMPT: &str = include_str!("../../../prompts/act-critic.md");
 /// Runs tool jobs until the queue is empty or the budget is spent.
 pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let started = clock();
-    let model = llm::status().await;
+    let model = llm::status(CRITIC_TIMEOUT_MS).await;
     let mut done = Vec::new();
     while clock().saturating_sub(started) < BUDGET_MS {
         let Some(claimed) = act::claim_tool_work(clock(), LEASE_MS).await? else { break };

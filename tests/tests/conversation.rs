@@ -572,12 +572,18 @@ fn memory_search_forget_export_and_delete_all() {
         );
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(get(&app, "/conversation/recent")["exchanges"].as_array().unwrap().len(), 1);
+        let r = app.request("POST", "/documents", &h, Some(br#"{"id":"d-1","text":"Notes on brewing oolong"}"#));
+        assert_eq!(r.status, 201, "{}", r.body);
         app.request("DELETE", "/privacy/delete-all", &h, None).assert_error(400, "confirmation-required");
         let r = app.request("DELETE", "/privacy/delete-all?confirm=true", &h, None);
         assert_eq!(r.status, 200, "{}", r.body);
         let export = get(&app, "/privacy/export");
         for (name, rows) in export["tables"].as_object().unwrap() {
             assert!(rows.as_array().unwrap().is_empty(), "{name} still has rows after delete-all");
+        }
+        if let Some(db) = &b.pg {
+            let terms: i64 = db.client().query_one("SELECT count(*) FROM search_terms", &[]).unwrap().get(0);
+            assert_eq!(terms, 0, "the term counts (D-K15) go with the items they count");
         }
         assert_eq!(get(&app, "/memory/search?q=oolong")["results"], json!([]));
     }

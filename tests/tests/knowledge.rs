@@ -557,6 +557,10 @@ fn retrieve_ranks_by_the_seed_formula_computed_at_read_time() {
         assert_eq!(r.status, 200, "{}", r.body);
         let results = r.json()["results"].as_array().unwrap().clone();
         assert_eq!(results.len(), 4);
+        let took = r.json()["took_ms"].clone();
+        for step in ["embed", "text", "blocks", "vector", "rank"] {
+            assert!(took[step].is_u64(), "{backend:?}: took_ms.{step} is reported: {took}");
+        }
         let mut last = f64::INFINITY;
         for e in &results {
             let rel = e["relevance_score"].as_f64().unwrap();
@@ -696,6 +700,90 @@ fn a_documents_context_is_searchable_below_its_own_words() {
     }
 }
 
+/// D-K15: once a query's words are common, the full-text read ranks only
+/// the rows holding its rare words; a query of common words only, or with
+/// a word no row holds, still answers. PostgreSQL's term counts stay equal
+/// to a recount through additions, replacements and deletions.
+#[test]
+fn the_full_text_read_narrows_to_the_rare_terms_once_the_common_ones_are_many() {
+    let filler = |from: usize, n: usize| -> Vec<Value> {
+        (from..from + n)
+            .map(|i| {
+                json!({"id": format!("f-{i}"), "title": "Review",
+                "text": format!("Roadmap review {i}: the roadmap, the roadmap budget and the standup.")})
+            })
+            .collect()
+    };
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, false);
+        let rare: Vec<Value> = (0..3)
+            .map(|i| {
+                json!({"id": format!("z-{i}"), "title": "Offsite",
+                "text": format!("Offsite plan {i}: the team offsite moves to Zanzibar in May, after the roadmap.")})
+            })
+            .collect();
+        let r = post(&app, "/documents", json!({"documents": rare}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        let r = post(&app, "/documents", json!({"documents": filler(0, 100)}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        let ids = |q: &str, mode: &str| -> Vec<String> {
+            let hits = get(&app, &format!("/search?q={q}&k=50&corpus=document&mode={mode}"));
+            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
+        };
+        let zanzibar = |v: &[String]| v.iter().filter(|i| i.starts_with("z-")).count();
+        // Below the budget every row holding any word is ranked.
+        let few = ids("roadmap%20zanzibar", "text");
+        assert_eq!(few.len(), 50, "{backend:?}: {few:?}");
+        assert_eq!(zanzibar(&few[..3]), 3, "{backend:?}: the rare word ranks first: {few:?}");
+        assert_terms_recount(&b, "after the first documents");
+
+        for from in (100..2_100).step_by(250) {
+            let r = post(&app, "/documents", json!({"documents": filler(from, 250)}));
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+        // "roadmap" is now in 2,103 rows: only those holding "zanzibar" are ranked.
+        assert_eq!(ids("roadmap%20zanzibar", "text").len(), 3, "{backend:?}");
+        let hybrid = ids("roadmap%20zanzibar", "hybrid");
+        assert_eq!(zanzibar(&hybrid[..3]), 3, "{backend:?}: {hybrid:?}");
+        // Every word common: the newest items are ranked, and found.
+        let common = ids("roadmap%20standup%20budget", "text");
+        assert_eq!(common.len(), 50, "{backend:?}");
+        assert!(common.iter().all(|i| i.starts_with("f-")), "{backend:?}: {common:?}");
+        // A word no row holds does not empty the answer.
+        assert_eq!(ids("roadmap%20zanzibra", "text").len(), 50, "{backend:?}");
+
+        // Replacing and deleting keep the counts true.
+        let r = post(&app, "/documents", json!({"id": "z-1", "title": "Offsite", "text": "The offsite is cancelled."}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        let a = bearer();
+        let r = app.request("DELETE", "/documents/z-2", &[("authorization", a.as_str())], None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(ids("roadmap%20zanzibar", "text"), ["z-0"], "{backend:?}");
+        assert_terms_recount(&b, "after a replacement and a deletion");
+    }
+}
+
+/// On PostgreSQL, the document frequencies the store keeps (D-K15) equal a
+/// recount of the indexed rows' lexemes, and there are some.
+fn assert_terms_recount(b: &BackendEnv, when: &str) {
+    let Some(db) = &b.pg else { return };
+    let mut c = db.client();
+    let recount =
+        "SELECT corpus, l, count(*) FROM search_index, unnest(tsvector_to_array(tsv)) AS l GROUP BY corpus, l";
+    let kept = "SELECT corpus, lexeme, df FROM search_terms";
+    let differ: i64 = c
+        .query_one(
+            &format!("SELECT count(*) FROM (({kept} EXCEPT {recount}) UNION ALL ({recount} EXCEPT {kept})) AS x"),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(differ, 0, "{when}: the kept term counts differ from a recount in {differ} rows");
+    let n: i64 = c.query_one("SELECT count(*) FROM search_terms", &[]).unwrap().get(0);
+    assert!(n > 0, "{when}: no term counts kept");
+}
+
 #[test]
 fn a_failing_model_retries_the_job_then_fails_it_and_a_reingest_requeues_it() {
     for backend in BACKENDS {
@@ -828,6 +916,7 @@ fn concurrent_writers_lose_no_signature_and_deletes_compact_the_scan() {
         let (entries, entry_sigs) = index_and_blocks(&app, &b, "knowledge");
         assert!(entries.len() >= 6, "{backend:?}: the ingests wrote entries: {entries:?}");
         assert_eq!(entry_sigs, entries, "{backend:?}: every entry has exactly one signature");
+        assert_terms_recount(&b, "after twenty concurrent writers");
 
         // Blocks written before migration 0012 have no bounds; the first
         // removal must read them whole and give them their bounds.
@@ -869,6 +958,7 @@ fn concurrent_writers_lose_no_signature_and_deletes_compact_the_scan() {
             "{backend:?}: the blocks hold exactly the documents left, so the scan shrank by half"
         );
         assert_eq!(index_and_blocks(&app, &b, "knowledge").1, entries, "{backend:?}: other corpora untouched");
+        assert_terms_recount(&b, "after concurrent deletions");
 
         for mode in ["vector", "hybrid", "text"] {
             for (t, i) in [(0, 0), (3, 1), (2, 1), (4, 3), (15, 4)] {

@@ -208,6 +208,7 @@ pub async fn retrieve(query: &str, k: usize, mode: Mode, now_ms: u64) -> Result<
     let took_ms = RetrieveTimes {
         embed: embed_ms,
         text: found.text_ms,
+        blocks: found.blocks_ms,
         vector: found.vector_ms,
         rank: mneme_time::clock::system_ms().saturating_sub(t1),
     };

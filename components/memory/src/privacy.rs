@@ -2,6 +2,7 @@
 //! fact or a topic (with the episodes and concepts built from them), the
 //! privacy export of everything stored, and deleting it all.
 
+use mneme_store::sql::SqlKind;
 use mneme_store::{Row, Sql, Stores, Value};
 use mneme_substrate::jobs::CHUNKER_QUEUE;
 use mneme_substrate::{Fail, Result, graph, records, search};
@@ -246,6 +247,11 @@ pub async fn delete_all() -> Result<Deleted> {
             let mut n = 0;
             for t in TABLES {
                 n += sql.execute(&format!("DELETE FROM {t}"), &[]).await?;
+            }
+            // PostgreSQL's term counts index `search_index` (D-K15), as
+            // FTS5's tables do on SQLite: not counted as the principal's rows.
+            if sql.kind() == SqlKind::Postgres {
+                sql.execute("DELETE FROM search_terms", &[]).await?;
             }
             Ok(n)
         })

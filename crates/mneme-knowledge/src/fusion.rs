@@ -164,17 +164,15 @@ pub fn terms(query: &str) -> Vec<String> {
     out
 }
 
-/// An FTS5 MATCH expression: any term, each quoted (so no query syntax
-/// leaks through). `None` when the query has no terms.
-pub fn fts5_query(query: &str) -> Option<String> {
-    let t = terms(query);
-    (!t.is_empty()).then(|| t.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR "))
+/// An FTS5 MATCH expression: any of `terms`, each quoted (so no query
+/// syntax leaks through).
+pub fn fts5_any(terms: &[String]) -> String {
+    terms.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR ")
 }
 
-/// A PostgreSQL `to_tsquery` expression: any term.
-pub fn tsquery(query: &str) -> Option<String> {
-    let t = terms(query);
-    (!t.is_empty()).then(|| t.join(" | "))
+/// A PostgreSQL `to_tsquery` expression: any of `terms`.
+pub fn tsquery_any(terms: &[String]) -> String {
+    terms.join(" | ")
 }
 
 /// Terms [`tsquery_pairs`] combines; `n` terms make `n(n-1)/2` pairs.
@@ -196,6 +194,60 @@ pub fn tsquery_pairs(query: &str) -> Option<String> {
         }
     }
     (!pairs.is_empty()).then(|| pairs.join(" | "))
+}
+
+/// Rows the full-text read may rank before it narrows to the query's rare
+/// terms (D-K15).
+pub const TERM_BUDGET: u64 = 2_000;
+/// Items the full-text read ranks, newest first, when every term of a
+/// query is common (D-K15).
+pub const RECENT_WINDOW: i64 = 20_000;
+
+/// Which rows the full-text read ranks (D-K15). Every plan still scores a
+/// row by all of the query's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TextPlan {
+    /// Every row holding any term: the terms together hold at most
+    /// [`TERM_BUDGET`] rows.
+    All,
+    /// Only rows holding one of these terms (the rarest, in query order).
+    Rare(Vec<String>),
+    /// Only the newest [`RECENT_WINDOW`] items: every term is common.
+    Recent,
+}
+
+/// Chooses the full-text plan from the number of items searched (`items`)
+/// and each term's document frequency (`df[i]` for `terms[i]`); both may be
+/// capped anywhere above [`TERM_BUDGET`]. A store of at most the budget, or
+/// a query whose terms are rare enough that every one is taken, ranks
+/// exactly as before ([`TextPlan::All`]). Otherwise the rarest terms are
+/// taken while their frequencies sum to at most the budget:
+/// [`TextPlan::Rare`] with those, leaving out terms no row holds (a
+/// misspelling must not empty the answer), or [`TextPlan::Recent`] when
+/// none is left.
+pub fn text_plan(items: u64, terms: &[String], df: &[u64]) -> TextPlan {
+    if items <= TERM_BUDGET {
+        return TextPlan::All;
+    }
+    let mut order: Vec<usize> = (0..terms.len().min(df.len())).collect();
+    order.sort_by_key(|&i| (df[i], i));
+    let (mut taken, mut sum) = (Vec::new(), 0u64);
+    for i in order {
+        if sum + df[i] > TERM_BUDGET {
+            break;
+        }
+        sum += df[i];
+        taken.push(i);
+    }
+    if taken.len() == terms.len() {
+        return TextPlan::All;
+    }
+    taken.retain(|&i| df[i] > 0);
+    taken.sort_unstable();
+    match taken.is_empty() {
+        true => TextPlan::Recent,
+        false => TextPlan::Rare(taken.into_iter().map(|i| terms[i].clone()).collect()),
+    }
 }
 
 /// How many fused candidates the exact re-rank sees for a top-`k` answer.
@@ -272,11 +324,36 @@ mod tests {
     }
 
     #[test]
+    fn the_text_plan_takes_the_rarest_terms_within_the_budget() {
+        let t = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let q = t(&["caroline", "hiking", "melanie", "said"]);
+        let text_plan = |q: &[String], df: &[u64]| text_plan(TERM_BUDGET + 1, q, df);
+        // A small store ranks every row holding a term, however many.
+        assert_eq!(super::text_plan(TERM_BUDGET, &q, &[1_500, 900, 1_200, 2_000]), TextPlan::All);
+        assert_eq!(super::text_plan(500, &q, &[400, 300, 450, 500]), TextPlan::All);
+        // Every term fits, so nothing changes.
+        assert_eq!(text_plan(&q, &[40, 12, 30, 900]), TextPlan::All);
+        assert_eq!(text_plan(&q, &[0, 0, 0, 0]), TextPlan::All, "no term occurs: nothing to bound");
+        // The rarest first while they fit; query order kept.
+        assert_eq!(text_plan(&q, &[1_200, 300, 2_001, 2_001]), TextPlan::Rare(t(&["caroline", "hiking"])));
+        assert_eq!(text_plan(&q, &[1_800, 300, 2_001, 2_001]), TextPlan::Rare(t(&["hiking"])));
+        // The sum may reach the budget exactly.
+        assert_eq!(text_plan(&q, &[1_700, 300, 2_001, 2_001]), TextPlan::Rare(t(&["caroline", "hiking"])));
+        // A term no row holds is taken but does not filter.
+        assert_eq!(text_plan(&q, &[0, 300, 2_001, 2_001]), TextPlan::Rare(t(&["hiking"])));
+        assert_eq!(text_plan(&q, &[0, 2_001, 2_001, 2_001]), TextPlan::Recent);
+        assert_eq!(text_plan(&q, &[2_001, 2_001, 2_001, 2_001]), TextPlan::Recent);
+        // Ties go to the earlier term.
+        assert_eq!(text_plan(&q, &[1_000, 1_000, 1_000, 2_001]), TextPlan::Rare(t(&["caroline", "hiking"])));
+        assert_eq!(text_plan(&[], &[]), TextPlan::All);
+    }
+
+    #[test]
     fn queries_are_sanitised() {
-        let q = fts5_query("What did Caroline say about \"adoption\" OR NEAR(x)?").unwrap();
+        let q = fts5_any(&terms("What did Caroline say about \"adoption\" OR NEAR(x)?"));
         assert_eq!(q, r#""caroline" OR "adoption" OR "near""#);
-        assert_eq!(tsquery("deploys & rollbacks!").unwrap(), "deploys | rollbacks");
-        assert_eq!(fts5_query("the a of"), None);
+        assert_eq!(tsquery_any(&terms("deploys & rollbacks!")), "deploys | rollbacks");
+        assert!(terms("the a of").is_empty());
         assert_eq!(tsquery_pairs("deploys & rollbacks!").unwrap(), "(deploys & rollbacks)");
         assert_eq!(
             tsquery_pairs("When did Caroline go hiking with Melanie?").unwrap(),

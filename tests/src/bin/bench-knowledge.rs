@@ -15,6 +15,7 @@
 //!    warm-ups, p50 and p95.
 //!
 //! Usage: bench-knowledge --backend embedded|hosted [--entries 2000] [--filler 8000,90000]
+//!        [--mode hybrid|text|vector]
 //! Reads LoCoMo from ../shared/data at run time; nothing of it is stored.
 
 use std::time::{Duration, Instant};
@@ -80,13 +81,16 @@ fn questions(data: &Value) -> Vec<String> {
 }
 
 /// Client-side p50 and p95, and the median of each step the app reports.
+/// `--mode text|vector|hybrid` (default hybrid) times one candidate
+/// generator alone.
 fn retrieve_latency(app: &App, qs: &[String]) -> (f64, f64, String) {
-    const STEPS: [&str; 4] = ["embed", "text", "vector", "rank"];
+    let mode = arg("--mode").unwrap_or_else(|| "hybrid".into());
+    const STEPS: [&str; 5] = ["embed", "text", "blocks", "vector", "rank"];
     let mut ms = Vec::new();
-    let mut steps: [Vec<f64>; 4] = Default::default();
+    let mut steps: [Vec<f64>; 5] = Default::default();
     for q in qs {
         let t = Instant::now();
-        let body = json!({"query": q, "k": 10}).to_string();
+        let body = json!({"query": q, "k": 10, "mode": mode}).to_string();
         let r = app.request("POST", "/retrieve", &[("authorization", "Bearer bench")], Some(body.as_bytes()));
         assert_eq!(r.status, 200, "{}", r.body);
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -265,9 +269,11 @@ fn seed_pg(c: &mut postgres::Client, n: usize, texts: &[String], rng: &mut Rng) 
     let vector = tx.prepare("INSERT INTO search_vectors (seq, embedding) VALUES ($1, $2)").unwrap();
     let mut block = Block::default();
     let mut blocks: Vec<Block> = Vec::new();
+    let mut first_seq = None;
     for r in &rows {
         tx.execute(&entry, &[&r.seq, &r.id, &r.kind, &r.topic, &r.body, &r.embedding]).unwrap();
         let seq: i64 = tx.query_one(&index, &[&r.id, &r.topic, &r.body]).unwrap().get(0);
+        first_seq.get_or_insert(seq);
         tx.execute(&vector, &[&seq, &r.embedding]).unwrap();
         block.push(seq, r.sig.clone());
         if block.seqs.len() == mneme_knowledge::fusion::BLOCK_SIZE {
@@ -289,12 +295,28 @@ fn seed_pg(c: &mut postgres::Client, n: usize, texts: &[String], rng: &mut Rng) 
         )
         .unwrap();
     }
+    // The document frequencies the store keeps as it indexes (D-K15), when
+    // the build under test keeps them (an A/B may run an older one).
+    let terms: bool = tx.query_one("SELECT to_regclass('search_terms') IS NOT NULL", &[]).unwrap().get(0);
+    if terms {
+        tx.execute(
+            "INSERT INTO search_terms (corpus, lexeme, df)
+             SELECT 'knowledge', l, count(*) FROM search_index, unnest(tsvector_to_array(tsv)) AS l
+             WHERE corpus = 'knowledge' AND seq >= $1 GROUP BY l
+             ON CONFLICT (corpus, lexeme) DO UPDATE SET df = search_terms.df + excluded.df",
+            &[&first_seq.unwrap_or(i64::MAX)],
+        )
+        .unwrap();
+    }
     tx.execute("UPDATE knowledge_counter SET n = $1 WHERE name = 'entry'", &[&(start + n as i64)]).unwrap();
     tx.commit().unwrap();
     // What autovacuum does within a minute of a bulk load: planner
     // statistics, and the GIN index's pending list merged. Without it the
     // first minutes measure the load, not the store.
     c.batch_execute("VACUUM ANALYZE knowledge_entries, search_index, search_vectors, vector_blocks").unwrap();
+    if terms {
+        c.batch_execute("VACUUM ANALYZE search_terms").unwrap();
+    }
 }
 
 fn seed_sqlite(path: &std::path::Path, n: usize, texts: &[String], rng: &mut Rng) {

@@ -344,6 +344,7 @@ fn a_third_corroboration_promotes_to_high_and_merges_union_tags_and_bump_the_dat
         assert_eq!(e["tags"], json!(["review", "pull-requests", "quality"]));
         assert_eq!(e["source_date"], "2026-06-10");
         assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
+        assert_terms_recount(&b, "after two merges rewrote the entry's text");
     }
 }
 
@@ -716,7 +717,10 @@ fn the_full_text_read_narrows_to_the_rare_terms_once_the_common_ones_are_many() 
     };
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
-        let app = start(&b, None, false);
+        let app = start(&b, None, true);
+        // A word only a knowledge entry holds.
+        let job = ingest(&app, "We decided to hold the offsite in Timbuktu because flights are cheap.", "2026-11-01");
+        assert_eq!(finish(&app, &job)["status"], "done", "{backend:?}");
         let rare: Vec<Value> = (0..3)
             .map(|i| {
                 json!({"id": format!("z-{i}"), "title": "Offsite",
@@ -750,8 +754,12 @@ fn the_full_text_read_narrows_to_the_rare_terms_once_the_common_ones_are_many() 
         let common = ids("roadmap%20standup%20budget", "text");
         assert_eq!(common.len(), 50, "{backend:?}");
         assert!(common.iter().all(|i| i.starts_with("f-")), "{backend:?}: {common:?}");
-        // A word no row holds does not empty the answer.
+        // A word no row holds does not empty the answer, nor one that only
+        // another corpus holds (SQLite counts a word over every corpus).
         assert_eq!(ids("roadmap%20zanzibra", "text").len(), 50, "{backend:?}");
+        assert_eq!(ids("roadmap%20timbuktu", "text").len(), 50, "{backend:?}");
+        let entries = get(&app, "/search?q=roadmap%20timbuktu&k=5&corpus=knowledge&mode=text");
+        assert_eq!(entries["results"].as_array().unwrap().len(), 1, "{backend:?}: {entries}");
 
         // Replacing and deleting keep the counts true.
         let r = post(&app, "/documents", json!({"id": "z-1", "title": "Offsite", "text": "The offsite is cancelled."}));

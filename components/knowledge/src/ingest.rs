@@ -302,6 +302,9 @@ pub async fn apply(r: JudgedJob) -> Result<Report> {
     let now = utc_timestamp(now_ms);
     let result = sql
         .transaction(async |sql: &Sql| {
+            // Before any row lock: a merge rewrites an entry's text under
+            // this lock, an insert takes the counter's row first (D-K15).
+            search::lock(sql, CORPUS).await.map_err(mneme_substrate::as_store_error)?;
             let job = sql
                 .query(
                     "SELECT request FROM knowledge_jobs WHERE id = $1 AND claim = $2 AND status = 'running'",

@@ -244,6 +244,11 @@ pub async fn delete_all() -> Result<Deleted> {
     let rows = stores
         .sql
         .transaction(async |sql: &Sql| {
+            // A writer of the index holds its corpus's lock until it
+            // commits, so nothing it adds outlives the deletion half-counted.
+            for corpus in search::CORPORA {
+                search::lock(sql, corpus).await.map_err(to_store)?;
+            }
             let mut n = 0;
             for t in TABLES {
                 n += sql.execute(&format!("DELETE FROM {t}"), &[]).await?;

@@ -12,6 +12,9 @@ use mneme_store::sql::SqlKind;
 use mneme_store::{Row, Sql, Value};
 use mneme_text::cosine;
 
+/// Every corpus the index holds: knowledge entries, documents, episodes.
+pub const CORPORA: [&str; 3] = ["knowledge", "document", "episode"];
+
 /// Signature length of a 384-dimension embedding, in u64 words.
 const SIG_WORDS: usize = 6;
 
@@ -75,7 +78,7 @@ async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Res
     if sql.kind() != SqlKind::Postgres {
         return Ok(());
     }
-    lock_blocks(sql, corpus).await?;
+    lock(sql, corpus).await?;
     let item_terms = "SELECT l, count(*) AS n FROM search_index, unnest(tsvector_to_array(tsv)) AS l
                       WHERE corpus = $1 AND ref_id = $2 GROUP BY l";
     let params = [Value::from(corpus), Value::from(ref_id)];
@@ -116,11 +119,11 @@ async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Res
 /// The block is read, changed and written back, so two writers must not do
 /// it at once: on SQLite every write transaction already holds the write
 /// lock (`BEGIN IMMEDIATE`); on Postgres the corpus's transaction-scoped
-/// advisory lock queues them ([`lock_blocks`]). Without it, concurrent
+/// advisory lock queues them ([`lock`]). Without it, concurrent
 /// document batches lost signatures or collided on a new block's key (a
 /// 500).
 async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> Result<()> {
-    lock_blocks(sql, corpus).await?;
+    lock(sql, corpus).await?;
     let last = sql
         .query(
             "SELECT block, n, seqs, sigs FROM vector_blocks WHERE corpus = $1 ORDER BY block DESC LIMIT 1",
@@ -151,11 +154,13 @@ async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> R
     Ok(())
 }
 
-/// Queues writers of a corpus's signature blocks on Postgres (SQLite's
-/// write transaction already excludes them). A transaction that publishes
-/// takes the event lock first (D-C21), so the two locks are always taken in
-/// the same order. Re-entrant within a transaction.
-async fn lock_blocks(sql: &Sql, corpus: &str) -> Result<()> {
+/// Queues writers of a corpus's signature blocks and term counts on
+/// Postgres (SQLite's write transaction already excludes them). A
+/// transaction that publishes takes the event lock first (D-C21), so the
+/// two locks are always taken in the same order; one that also locks rows
+/// of its own (an ingest's entries and counter) takes this first, before
+/// any of them. Re-entrant within a transaction.
+pub async fn lock(sql: &Sql, corpus: &str) -> Result<()> {
     if sql.kind() == SqlKind::Postgres {
         sql.execute("SELECT pg_advisory_xact_lock(hashtext('vector_blocks:' || $1))", &[corpus.into()]).await?;
     }
@@ -208,7 +213,7 @@ pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
 /// before it (NULL bounds) is read, and gets its bounds on the way.
 async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64]) -> Result<()> {
     let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else { return Ok(()) };
-    lock_blocks(sql, corpus).await?;
+    lock(sql, corpus).await?;
     let rows = sql
         .query(
             "SELECT block, seqs, sigs, lo FROM vector_blocks
@@ -337,10 +342,6 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
     }
     let (items, df) = frequencies(sql, corpora, &terms).await?;
     let plan = fusion::text_plan(items, &terms, &df);
-    let since = match plan {
-        fusion::TextPlan::Recent => window_start(sql, corpora).await?,
-        _ => 0,
-    };
     // The title weighs 2, the body 1 and the context CONTEXT_WEIGHT
     // (D-K13); PostgreSQL's weights are listed D, C, B, A, and only A (the
     // title and body) and D (the context) occur (B and C keep their defaults).
@@ -364,31 +365,49 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
         ),
     };
     // SQLite leaves `$2` unused.
-    let run = async |any: String, filter: String| -> Result<Vec<i64>> {
+    let run = async |any: String, filter: String, since: i64| -> Result<Vec<i64>> {
         let mut params: Vec<Value> = vec![any.into(), filter.into(), since.into()];
         params.extend(corpora.iter().map(|c| Value::from(*c)));
         let rows = sql.query(&statement, &params).await?;
         rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
     };
     match (sql.kind(), plan) {
-        (SqlKind::Sqlite, fusion::TextPlan::Rare(rare)) => {
-            run(format!("({}) AND ({})", fusion::fts5_any(&terms), fusion::fts5_any(&rare)), String::new()).await
+        // The rows holding a rare term; when there are none (on SQLite the
+        // rare term may be held only by another corpus, since it counts
+        // over all of them), the newest rows holding any term.
+        (_, fusion::TextPlan::Rare(rare)) => {
+            let mut found = match sql.kind() {
+                SqlKind::Sqlite => {
+                    let q = format!("({}) AND ({})", fusion::fts5_any(&terms), fusion::fts5_any(&rare));
+                    run(q, String::new(), 0).await?
+                }
+                SqlKind::Postgres => run(fusion::tsquery_any(&terms), fusion::tsquery_any(&rare), 0).await?,
+            };
+            if found.is_empty() {
+                let since = window_start(sql, corpora).await?;
+                found = match sql.kind() {
+                    SqlKind::Sqlite => run(fusion::fts5_any(&terms), String::new(), since).await?,
+                    SqlKind::Postgres => run(fusion::tsquery_any(&terms), fusion::tsquery_any(&terms), since).await?,
+                };
+            }
+            Ok(found)
         }
-        (SqlKind::Sqlite, _) => run(fusion::fts5_any(&terms), String::new()).await,
-        (SqlKind::Postgres, fusion::TextPlan::Rare(rare)) => {
-            run(fusion::tsquery_any(&terms), fusion::tsquery_any(&rare)).await
+        (SqlKind::Sqlite, fusion::TextPlan::Recent) => {
+            run(fusion::fts5_any(&terms), String::new(), window_start(sql, corpora).await?).await
         }
+        (SqlKind::Sqlite, fusion::TextPlan::All) => run(fusion::fts5_any(&terms), String::new(), 0).await,
         (SqlKind::Postgres, fusion::TextPlan::Recent) => {
-            run(fusion::tsquery_any(&terms), fusion::tsquery_any(&terms)).await
+            let any = fusion::tsquery_any(&terms);
+            run(any.clone(), any, window_start(sql, corpora).await?).await
         }
         (SqlKind::Postgres, fusion::TextPlan::All) => {
             let any = fusion::tsquery_any(&terms);
             // First the rows holding two of the terms; only when they are
             // too few, every row holding one (D-K10).
-            let Some(pairs) = fusion::tsquery_pairs(query) else { return run(any.clone(), any).await };
-            let mut found = run(any.clone(), pairs).await?;
+            let Some(pairs) = fusion::tsquery_pairs(query) else { return run(any.clone(), any, 0).await };
+            let mut found = run(any.clone(), pairs, 0).await?;
             if found.len() < limit {
-                for seq in run(any.clone(), any).await? {
+                for seq in run(any.clone(), any, 0).await? {
                     if found.len() < limit && !found.contains(&seq) {
                         found.push(seq);
                     }
@@ -437,11 +456,14 @@ async fn frequencies(sql: &Sql, corpora: &[&str], terms: &[String]) -> Result<(u
     Ok((row.i64("items")?.max(0) as u64, df))
 }
 
-/// The oldest sequence number among the newest [`fusion::RECENT_WINDOW`]
-/// items of each corpus (0 for a corpus that holds fewer), read through
-/// the `(corpus, seq)` index.
+/// Where the newest items start: the largest of each corpus's
+/// [`fusion::RECENT_WINDOW`]th-newest sequence number (a corpus holding
+/// fewer gives 0), read through the `(corpus, seq)` index. So the window
+/// holds at least the newest `RECENT_WINDOW` items of the largest corpus
+/// and at most that many per corpus searched, and a search over several
+/// corpora stays bounded however small some of them are.
 async fn window_start(sql: &Sql, corpora: &[&str]) -> Result<i64> {
-    let mut start = i64::MAX;
+    let mut start = 0;
     for corpus in corpora {
         let rows = sql
             .query(
@@ -452,12 +474,11 @@ async fn window_start(sql: &Sql, corpora: &[&str]) -> Result<i64> {
                 &[Value::from(*corpus)],
             )
             .await?;
-        start = start.min(match rows.first() {
-            Some(r) => r.i64("seq")?,
-            None => 0,
-        });
+        if let Some(r) = rows.first() {
+            start = start.max(r.i64("seq")?);
+        }
     }
-    Ok(if start == i64::MAX { 0 } else { start })
+    Ok(start)
 }
 
 /// The corpora's signature blocks, for the Hamming shortlist.

@@ -184,9 +184,8 @@ pub const PAIR_TERMS: usize = 12;
 /// one rank per matching row, which is most rows when a term is common;
 /// the rows that match two terms are far fewer, and they are the ones the
 /// OR ranking puts first (D-K10).
-pub fn tsquery_pairs(query: &str) -> Option<String> {
-    let t = terms(query);
-    let t = &t[..t.len().min(PAIR_TERMS)];
+pub fn tsquery_pairs(terms: &[String]) -> Option<String> {
+    let t = &terms[..terms.len().min(PAIR_TERMS)];
     let mut pairs = Vec::new();
     for (i, a) in t.iter().enumerate() {
         for b in &t[i + 1..] {
@@ -354,14 +353,14 @@ mod tests {
         assert_eq!(q, r#""caroline" OR "adoption" OR "near""#);
         assert_eq!(tsquery_any(&terms("deploys & rollbacks!")), "deploys | rollbacks");
         assert!(terms("the a of").is_empty());
-        assert_eq!(tsquery_pairs("deploys & rollbacks!").unwrap(), "(deploys & rollbacks)");
+        assert_eq!(tsquery_pairs(&terms("deploys & rollbacks!")).unwrap(), "(deploys & rollbacks)");
         assert_eq!(
-            tsquery_pairs("When did Caroline go hiking with Melanie?").unwrap(),
+            tsquery_pairs(&terms("When did Caroline go hiking with Melanie?")).unwrap(),
             "(caroline & hiking) | (caroline & melanie) | (hiking & melanie)"
         );
-        assert_eq!(tsquery_pairs("adoption"), None);
+        assert_eq!(tsquery_pairs(&terms("adoption")), None);
         let many: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
-        let pairs = tsquery_pairs(&many.join(" ")).unwrap();
+        let pairs = tsquery_pairs(&terms(&many.join(" "))).unwrap();
         assert_eq!(pairs.matches('&').count(), PAIR_TERMS * (PAIR_TERMS - 1) / 2);
         assert!(!pairs.contains("w12"));
     }

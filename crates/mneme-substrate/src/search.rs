@@ -61,7 +61,7 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
 }
 
 /// Whether [`count_terms`] adds an item's terms or takes them away.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Count {
     Add,
     Remove,
@@ -371,50 +371,42 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
         let rows = sql.query(&statement, &params).await?;
         rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
     };
-    match (sql.kind(), plan) {
+    // Rows from `since` on that hold any of `held`, ranked by every term.
+    let holding = async |held: &[String], since: i64| -> Result<Vec<i64>> {
+        match sql.kind() {
+            SqlKind::Sqlite if held.len() == terms.len() => run(fusion::fts5_any(&terms), String::new(), since).await,
+            SqlKind::Sqlite => {
+                run(format!("({}) AND ({})", fusion::fts5_any(&terms), fusion::fts5_any(held)), String::new(), since)
+                    .await
+            }
+            SqlKind::Postgres => run(fusion::tsquery_any(&terms), fusion::tsquery_any(held), since).await,
+        }
+    };
+    match plan {
         // The rows holding a rare term; when there are none (on SQLite the
         // rare term may be held only by another corpus, since it counts
         // over all of them), the newest rows holding any term.
-        (_, fusion::TextPlan::Rare(rare)) => {
-            let mut found = match sql.kind() {
-                SqlKind::Sqlite => {
-                    let q = format!("({}) AND ({})", fusion::fts5_any(&terms), fusion::fts5_any(&rare));
-                    run(q, String::new(), 0).await?
-                }
-                SqlKind::Postgres => run(fusion::tsquery_any(&terms), fusion::tsquery_any(&rare), 0).await?,
-            };
-            if found.is_empty() {
-                let since = window_start(sql, corpora).await?;
-                found = match sql.kind() {
-                    SqlKind::Sqlite => run(fusion::fts5_any(&terms), String::new(), since).await?,
-                    SqlKind::Postgres => run(fusion::tsquery_any(&terms), fusion::tsquery_any(&terms), since).await?,
-                };
-            }
-            Ok(found)
-        }
-        (SqlKind::Sqlite, fusion::TextPlan::Recent) => {
-            run(fusion::fts5_any(&terms), String::new(), window_start(sql, corpora).await?).await
-        }
-        (SqlKind::Sqlite, fusion::TextPlan::All) => run(fusion::fts5_any(&terms), String::new(), 0).await,
-        (SqlKind::Postgres, fusion::TextPlan::Recent) => {
-            let any = fusion::tsquery_any(&terms);
-            run(any.clone(), any, window_start(sql, corpora).await?).await
-        }
-        (SqlKind::Postgres, fusion::TextPlan::All) => {
-            let any = fusion::tsquery_any(&terms);
-            // First the rows holding two of the terms; only when they are
-            // too few, every row holding one (D-K10).
-            let Some(pairs) = fusion::tsquery_pairs(query) else { return run(any.clone(), any, 0).await };
-            let mut found = run(any.clone(), pairs, 0).await?;
-            if found.len() < limit {
-                for seq in run(any.clone(), any, 0).await? {
-                    if found.len() < limit && !found.contains(&seq) {
-                        found.push(seq);
+        fusion::TextPlan::Rare(rare) => match holding(&rare, 0).await? {
+            found if found.is_empty() => holding(&terms, window_start(sql, corpora).await?).await,
+            found => Ok(found),
+        },
+        fusion::TextPlan::Recent => holding(&terms, window_start(sql, corpora).await?).await,
+        // First the rows holding two of the terms; only when they are too
+        // few, every row holding one (D-K10).
+        fusion::TextPlan::All => match (sql.kind(), fusion::tsquery_pairs(&terms)) {
+            (SqlKind::Postgres, Some(pairs)) => {
+                let mut found = run(fusion::tsquery_any(&terms), pairs, 0).await?;
+                if found.len() < limit {
+                    for seq in holding(&terms, 0).await? {
+                        if found.len() < limit && !found.contains(&seq) {
+                            found.push(seq);
+                        }
                     }
                 }
+                Ok(found)
             }
-            Ok(found)
-        }
+            _ => holding(&terms, 0).await,
+        },
     }
 }
 
@@ -460,8 +452,10 @@ async fn frequencies(sql: &Sql, corpora: &[&str], terms: &[String]) -> Result<(u
 /// [`fusion::RECENT_WINDOW`]th-newest sequence number (a corpus holding
 /// fewer gives 0), read through the `(corpus, seq)` index. So the window
 /// holds at least the newest `RECENT_WINDOW` items of the largest corpus
-/// and at most that many per corpus searched, and a search over several
-/// corpora stays bounded however small some of them are.
+/// and at most that many of each corpus searched. Sequence numbers are
+/// shared by every corpus, so the rows of corpora not searched that fall
+/// in the window are read too: a corpus thinly spread among a much larger
+/// one is not bounded by this (D-K15).
 async fn window_start(sql: &Sql, corpora: &[&str]) -> Result<i64> {
     let mut start = 0;
     for corpus in corpora {

@@ -43,3 +43,27 @@ pub fn report(name: &str, ms: &mut [f64]) {
         ms[ms.len() - 1]
     );
 }
+
+/// all-MiniLM-L6-v2 as the runner loads it, from `$MNEME_MODELS_DIR` (else
+/// `~/.cache/mneme/ai-models`), with its tokenizer set as the runner sets
+/// it (no padding, truncation at 256); prints how long the load took.
+pub fn minilm() -> (mneme_minilm::MiniLm, tokenizers::Tokenizer) {
+    let dir = std::env::var_os("MNEME_MODELS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/mneme/ai-models")
+        })
+        .join("all-minilm-l6-v2");
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}/{name}: {e}", dir.display()));
+    let config: mneme_minilm::Config = serde_json::from_slice(&read("config.json")).expect("config.json");
+    let started = std::time::Instant::now();
+    let model =
+        mneme_minilm::MiniLm::from_safetensors(&read("model.safetensors"), &config).expect("loading the weights");
+    println!("model loaded in {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
+    let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).expect("tokenizer.json");
+    tokenizer.with_padding(None);
+    tokenizer
+        .with_truncation(Some(tokenizers::TruncationParams { max_length: 256, ..Default::default() }))
+        .expect("truncation");
+    (model, tokenizer)
+}

@@ -12,6 +12,7 @@ pub mod fake_model;
 pub mod fault;
 pub mod json_server;
 pub mod otlp;
+pub mod seed;
 pub mod wire;
 
 use std::io::{BufRead, BufReader, Read};
@@ -106,8 +107,19 @@ fn absolute_source(line: &str, base: &Path) -> String {
 }
 
 /// Every scheduled job of the app, as the tick endpoint names them.
-pub const TICK_JOBS: [&str; 10] =
-    ["migrate", "heartbeat", "reminders", "knowledge", "tools", "tasks", "consolidate", "drift", "regulate", "reflect"];
+pub const TICK_JOBS: [&str; 11] = [
+    "migrate",
+    "heartbeat",
+    "reminders",
+    "knowledge",
+    "index",
+    "tools",
+    "tasks",
+    "consolidate",
+    "drift",
+    "regulate",
+    "reflect",
+];
 
 /// A free loopback port, for a runner that is told its port.
 fn free_port() -> u16 {

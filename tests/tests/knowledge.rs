@@ -986,6 +986,190 @@ fn concurrent_writers_lose_no_signature_and_deletes_compact_the_scan() {
     }
 }
 
+/// A statement on the backend's own database, for what HTTP does not show.
+fn db_exec(app: &App, b: &BackendEnv, statement: &str) -> u64 {
+    match &b.pg {
+        Some(db) => db.client().execute(statement, &[]).unwrap(),
+        None => {
+            rusqlite::Connection::open(app.state.path().join("sqlite_db.db")).unwrap().execute(statement, []).unwrap()
+                as u64
+        }
+    }
+}
+
+/// A count on the backend's own database.
+fn db_count(app: &App, b: &BackendEnv, statement: &str) -> i64 {
+    match &b.pg {
+        Some(db) => db.client().query_one(statement, &[]).unwrap().get(0),
+        None => rusqlite::Connection::open(app.state.path().join("sqlite_db.db"))
+            .unwrap()
+            .query_row(statement, [], |r| r.get(0))
+            .unwrap(),
+    }
+}
+
+/// The vector index's upkeep, as the cron runs it; `corpus`'s report.
+fn index_run(app: &App, corpus: &str) -> Value {
+    let r = app.request("POST", "/tick/index", &[("authorization", mneme_e2e::CRON_AUTH)], None);
+    assert_eq!(r.status, 200, "tick: {}", r.body);
+    let corpora = r.json()["result"]["corpora"].clone();
+    assert_eq!(corpora.as_array().unwrap().len(), 3, "{corpora}");
+    corpora.as_array().unwrap().iter().find(|c| c["corpus"] == corpus).unwrap().clone()
+}
+
+fn index_tick(app: &App) -> Value {
+    index_run(app, "document")
+}
+
+/// D-K16: a corpus's signatures stay flat until it holds 20,000; the
+/// upkeep then trains its 256 centroids and moves every flat block into
+/// lists. A search reads only the lists nearest its query and still finds
+/// each document by its own words, before, during and after the move; a new
+/// document lands in its list, a deleted one leaves it, and delete-all
+/// takes the centroids with the data they were drawn from. `/retrieve`
+/// shows the scan reading every signature before the lists, and under a
+/// fifth of them after.
+#[test]
+fn the_vector_index_trains_at_20000_signatures_and_every_document_is_still_found() {
+    let texts: Vec<String> = (0..30)
+        .map(|i| {
+            format!(
+                "Field note {i}: the {} met about the {} and chose the {} option.",
+                ["board", "crew", "council", "guild", "panel"][i % 5],
+                ["harbour", "orchard", "library", "bridge", "market", "observatory"][i % 6],
+                ["cheaper", "slower", "bolder"][i % 3]
+            )
+        })
+        .collect();
+    let filler_texts: Vec<String> =
+        (0..50).map(|i| format!("routine log line {i} about nothing in particular")).collect();
+    // The test runs the upkeep itself, one run at a time.
+    let dir = tempfile::tempdir().unwrap();
+    let served = mneme_e2e::without_crons(dir.path(), &["index"]);
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let mut env = test_env(&b, None);
+        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+        let app = App::start(&served, &env);
+        let docs: Vec<Value> =
+            texts.iter().enumerate().map(|(i, t)| json!({"id": format!("note-{i}"), "text": t})).collect();
+        let r = post(&app, "/documents", json!({"documents": docs}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        // Below the threshold the upkeep does nothing.
+        let d = index_tick(&app);
+        assert_eq!(
+            (d["trained"].as_bool(), d["lists"].as_u64(), d["moved"].as_u64(), d["flat"].as_u64()),
+            (Some(false), Some(0), Some(0), Some(30)),
+            "{backend:?}: {d}"
+        );
+        // Each document is the first vector hit for its own words.
+        let first_hit = |i: usize, mode: &str| -> String {
+            let q = texts[i].replace(' ', "%20").replace(':', "%3A");
+            let hits = get(&app, &format!("/search?q={q}&k=10&corpus=document&mode={mode}"));
+            hits["results"][0]["id"].as_str().unwrap_or_default().to_string()
+        };
+        let all_found = |when: &str, gone: &[usize]| {
+            for i in (0..texts.len()).filter(|i| !gone.contains(i)) {
+                for mode in ["vector", "hybrid"] {
+                    assert_eq!(first_hit(i, mode), format!("note-{i}"), "{backend:?} {mode} {when}");
+                }
+            }
+        };
+        all_found("with a flat scan", &[]);
+
+        mneme_e2e::seed::filler(&b, app.state.path(), "document", 19_970, &filler_texts, &mut mneme_e2e::seed::Rng(7));
+        all_found("over 20,000 flat signatures", &[]);
+        let d = index_tick(&app);
+        assert_eq!(
+            (d["trained"].as_bool(), d["lists"].as_u64(), d["moved"].as_u64(), d["flat"].as_u64()),
+            (Some(true), Some(256), Some(20_000), Some(0)),
+            "{backend:?}: {d}"
+        );
+        let d = index_tick(&app);
+        assert_eq!((d["trained"].as_bool(), d["moved"].as_u64()), (Some(false), Some(0)), "{backend:?}: {d}");
+        assert_eq!(db_count(&app, &b, "SELECT count(*) FROM vector_blocks WHERE corpus = 'document' AND list < 0"), 0);
+        let lists = db_count(&app, &b, "SELECT count(DISTINCT list) FROM vector_blocks WHERE corpus = 'document'");
+        assert!(lists > 200, "{backend:?}: the signatures spread over {lists} lists");
+        let (index, blocks) = index_and_blocks(&app, &b, "document");
+        assert_eq!(blocks, index, "{backend:?}: each document has exactly one signature after the move");
+        all_found("reading 32 of 256 lists", &[]);
+
+        // New documents go to their lists; deleted ones leave them.
+        let r =
+            post(&app, "/documents", json!({"id": "note-new", "text": "A late note: the lighthouse keeper retired."}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(db_count(&app, &b, "SELECT count(*) FROM vector_blocks WHERE corpus = 'document' AND list < 0"), 0);
+        let hits = get(
+            &app,
+            "/search?q=A%20late%20note%3A%20the%20lighthouse%20keeper%20retired.&k=5&corpus=document&mode=vector",
+        );
+        assert_eq!(hits["results"][0]["id"], "note-new", "{backend:?}: {hits}");
+        let a = bearer();
+        let gone: Vec<usize> = (0..texts.len()).step_by(3).collect();
+        for i in &gone {
+            let r = app.request("DELETE", &format!("/documents/note-{i}"), &[("authorization", a.as_str())], None);
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        let (index, blocks) = index_and_blocks(&app, &b, "document");
+        assert_eq!(blocks, index, "{backend:?}: a deletion takes the signature out of its list");
+        for i in &gone {
+            assert_ne!(first_hit(*i, "vector"), format!("note-{i}"), "{backend:?}: a deleted document came back");
+        }
+        all_found("after deletions", &gone);
+
+        // Half the blocks flat again, as in the middle of a move: every
+        // document is still found, and the next run moves them back.
+        assert!(
+            db_exec(&app, &b, "UPDATE vector_blocks SET list = -1 WHERE corpus = 'document' AND block % 2 = 0") > 0
+        );
+        all_found("with half the blocks flat", &gone);
+        // At most 32 blocks move a run; each run moves some, and leaves
+        // fewer flat, until none is.
+        let mut flat = u64::MAX;
+        for run in 0.. {
+            let d = index_tick(&app);
+            assert_eq!(d["trained"], false, "{backend:?}: {d}");
+            assert!(d["flat"].as_u64().unwrap() < flat, "{backend:?}: run {run} moved nothing: {d}");
+            flat = d["flat"].as_u64().unwrap();
+            if flat == 0 {
+                break;
+            }
+            assert!(run < 20, "{backend:?}: still flat after 20 runs: {d}");
+        }
+        let (index, blocks) = index_and_blocks(&app, &b, "document");
+        assert_eq!(blocks, index, "{backend:?}: nothing lost or doubled by the second move");
+        all_found("after the second move", &gone);
+
+        // The scan reads what the index says: on /retrieve (knowledge
+        // entries) every signature until the lists are trained, then only
+        // the probed lists'.
+        let job = ingest(&app, "We decided to move the archive to cold storage because reads are rare.", "2026-11-01");
+        assert_eq!(finish(&app, &job)["status"], "done", "{backend:?}");
+        let read = |when: &str| -> u64 {
+            let r = post(&app, "/retrieve", json!({"query": "where does the archive live", "k": 5, "mode": "vector"}));
+            assert_eq!(r.status, 200, "{when}: {}", r.body);
+            r.json()["signatures_read"].as_u64().unwrap_or_else(|| panic!("{when}: {}", r.body))
+        };
+        let entries = get(&app, "/knowledge/entries")["total"].as_u64().unwrap();
+        assert!(entries >= 1, "{backend:?}");
+        assert_eq!(read("a few entries"), entries, "{backend:?}");
+        mneme_e2e::seed::filler(&b, app.state.path(), "knowledge", 20_000, &filler_texts, &mut mneme_e2e::seed::Rng(9));
+        assert_eq!(read("20,000 flat entries"), entries + 20_000, "{backend:?}");
+        let k = index_run(&app, "knowledge");
+        assert_eq!((k["trained"].as_bool(), k["flat"].as_u64()), (Some(true), Some(0)), "{backend:?}: {k}");
+        let probed = read("lists trained");
+        assert!(probed > 0 && probed * 5 < entries + 20_000, "{backend:?}: read {probed} of {}", entries + 20_000);
+        let r = post(&app, "/retrieve", json!({"query": "archive cold storage", "k": 5, "mode": "text"}));
+        assert_eq!(r.json()["signatures_read"], 0, "{backend:?}: text mode reads no signature");
+
+        let r = app.request("DELETE", "/privacy/delete-all?confirm=true", &[("authorization", a.as_str())], None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(db_count(&app, &b, "SELECT count(*) FROM vector_centroids"), 0, "{backend:?}");
+        let d = index_tick(&app);
+        assert_eq!((d["lists"].as_u64(), d["flat"].as_u64()), (Some(0), Some(0)), "{backend:?}: {d}");
+    }
+}
+
 /// The Knowledge screen's chart: entries per type, counted per day up to
 /// each day's end, from the entries the ticks recorded on two days.
 #[test]

@@ -329,7 +329,7 @@ async fn retrieve(req: Request) -> Reply {
                 v
             })
             .collect();
-        json!({"results": results, "mode": r.mode, "took_ms": r.took_ms})
+        json!({"results": results, "mode": r.mode, "took_ms": r.took_ms, "signatures_read": r.signatures_read})
     })))
 }
 

@@ -18,7 +18,7 @@ mod entries;
 mod ingest;
 mod read;
 
-use exports::mneme::knowledge::knowledge::{EmbedderCheck, Guest};
+use exports::mneme::knowledge::knowledge::{EmbedderCheck, Guest, VectorIndexStep};
 use mneme_types::knowledge::{
     Enqueued, EntryDetail, EntryPage, EntryTimeline, IngestJob, IngestReport, JobView, JudgedJob, KnowledgeType,
     Mirror, NewDocument, PatternView, Prepared, Retrieved, SearchHit, SearchMode, Transcript,
@@ -105,6 +105,20 @@ impl Guest for Stage {
             dimension: v.len() as u32,
             took_us: started.elapsed().as_micros() as u64,
         })
+    }
+
+    async fn index_vectors(now_ms: u64) -> Result<Vec<VectorIndexStep>, StageError> {
+        let steps = read::index_vectors(now_ms).await?;
+        Ok(steps
+            .into_iter()
+            .map(|s| VectorIndexStep {
+                corpus: s.corpus,
+                trained: s.trained,
+                lists: s.lists,
+                moved: s.moved,
+                flat: s.flat,
+            })
+            .collect())
     }
 }
 

@@ -212,7 +212,7 @@ pub async fn retrieve(query: &str, k: usize, mode: Mode, now_ms: u64) -> Result<
         vector: found.vector_ms,
         rank: mneme_time::clock::system_ms().saturating_sub(t1),
     };
-    Ok(Retrieved { results, mode: mode.into(), took_ms })
+    Ok(Retrieved { results, mode: mode.into(), took_ms, signatures_read: found.signatures })
 }
 
 /// A vault search: the query, how many hits, how found, over which
@@ -301,6 +301,17 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
         })
         .await?;
     Ok(ids)
+}
+
+/// The vector index's upkeep (D-K16): each corpus in its own transaction,
+/// so a corpus's lists never wait on another's.
+pub async fn index_vectors(now_ms: u64) -> Result<Vec<search::IndexStep>> {
+    let stores = Stores::open().await?;
+    let mut steps = Vec::new();
+    for corpus in search::CORPORA {
+        steps.push(search::index(&stores.sql, corpus, mneme_knowledge::ivf::DRAIN_BLOCKS, now_ms).await?);
+    }
+    Ok(steps)
 }
 
 /// Removes a document from the vault search.

@@ -105,6 +105,11 @@ async fn handle(req: Request) -> impl IntoResponse {
             drift::cycle(fixed, seed(&req).await, move || (now_ms() as i64 + offset) as u64).await
         }
         "tools" => tools::drain(now_ms).await,
+        "index" => mneme::knowledge::knowledge::index_vectors(now_ms()).await.map(|steps| {
+            json!({ "corpora": steps.iter().map(|s| json!({
+                "corpus": s.corpus, "trained": s.trained, "lists": s.lists, "moved": s.moved, "flat": s.flat,
+            })).collect::<Vec<_>>() })
+        }),
         "regulate" => reflect::regulate(clock(&req).await).await,
         "reflect" => {
             let fixed = clock(&req).await;

@@ -50,6 +50,7 @@ pub const JOBS: &[&str] = &[
     "heartbeat",
     "reminders",
     "knowledge",
+    "index",
     "consolidate",
     "tasks",
     "tools",

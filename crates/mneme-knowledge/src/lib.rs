@@ -14,6 +14,7 @@ pub mod entry;
 pub mod extract;
 pub mod fusion;
 pub mod governor;
+pub mod ivf;
 pub mod job;
 pub mod mirror;
 pub mod patterns;

@@ -4,10 +4,14 @@
 //! embedding in `search_vectors`, and the embedding's sign bits packed into
 //! `vector_blocks` for the Hamming scan. Candidate generation here; ranking is the caller's.
 //! Removing an item rewrites its block without its signature, so the scan
-//! holds exactly the indexed items.
+//! holds exactly the indexed items. A corpus's blocks are flat until it
+//! holds [`ivf::TRAIN_AT`] signatures; [`index`] then trains its centroids
+//! and moves them into inverted lists, of which a query reads the nearest
+//! [`ivf::PROBES`] (D-K16).
 
 use crate::{Fail, Result, bytes_f32, f32_bytes, in_list};
 use mneme_knowledge::fusion::{self, Block, Mode};
+use mneme_knowledge::ivf::{self, Centroids};
 use mneme_store::sql::SqlKind;
 use mneme_store::{Row, Sql, Value};
 use mneme_text::cosine;
@@ -34,6 +38,12 @@ pub struct NewItem<'a> {
 /// transaction so the row and its signature land together.
 pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) -> Result<i64> {
     let NewItem { corpus, ref_id, title, body, context, meta } = *item;
+    if embedding.len() != crate::EMBEDDING_DIM {
+        return Err(Fail::new(
+            "internal",
+            format!("an embedding of {} dimensions, not {}", embedding.len(), crate::EMBEDDING_DIM),
+        ));
+    }
     let rows = sql
         .query(
             "INSERT INTO search_index (corpus, ref_id, title, body, context, meta, created_ms)
@@ -114,20 +124,26 @@ async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Res
     Ok(())
 }
 
-/// Appends a signature to the corpus's last block, or starts a new block.
+/// Appends a signature to the last block of its list (the corpus's flat
+/// blocks until its centroids are trained, D-K16), or starts a new block.
 ///
 /// The block is read, changed and written back, so two writers must not do
 /// it at once: on SQLite every write transaction already holds the write
 /// lock (`BEGIN IMMEDIATE`); on Postgres the corpus's transaction-scoped
 /// advisory lock queues them ([`lock`]). Without it, concurrent
 /// document batches lost signatures or collided on a new block's key (a
-/// 500).
+/// 500). The centroids are read under the lock, so an item added while
+/// [`index`] trains them lands in a list, or flat where [`index`] moves it.
 async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> Result<()> {
     lock(sql, corpus).await?;
+    let list = match writer_centroids(sql, corpus).await? {
+        Some(c) => c.list_of(&sig) as i64,
+        None => FLAT,
+    };
     let last = sql
         .query(
-            "SELECT block, n, seqs, sigs FROM vector_blocks WHERE corpus = $1 ORDER BY block DESC LIMIT 1",
-            &[corpus.into()],
+            "SELECT block, n, seqs, sigs FROM vector_blocks WHERE corpus = $1 AND list = $2 ORDER BY block DESC LIMIT 1",
+            &[corpus.into(), list.into()],
         )
         .await?;
     match last.first() {
@@ -136,19 +152,291 @@ async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> R
             b.push(seq, sig);
             write_block(sql, corpus, r.i64("block")?, &b).await?;
         }
-        other => {
-            let block = match other {
-                Some(r) => r.i64("block")? + 1,
-                None => 0,
-            };
+        _ => {
             let mut b = Block::default();
             b.push(seq, sig);
             let (seqs, sigs) = b.encode();
             sql.execute(
-                "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ($1, $2, 1, $3, $4, $5, $5)",
-                &[corpus.into(), block.into(), seqs.into(), sigs.into(), seq.into()],
+                "INSERT INTO vector_blocks (corpus, block, list, n, seqs, sigs, lo, hi)
+                 SELECT $1, coalesce(max(block), -1) + 1, $2, 1, $3, $4, $5, $5 FROM vector_blocks WHERE corpus = $1",
+                &[corpus.into(), list.into(), seqs.into(), sigs.into(), seq.into()],
             )
             .await?;
+        }
+    }
+    Ok(())
+}
+
+/// The list of a corpus's flat blocks (D-K16).
+const FLAT: i64 = -1;
+
+/// A corpus's centroids, none before they are trained.
+async fn centroids(sql: &Sql, corpus: &str) -> Result<Option<Centroids>> {
+    let rows = sql.query("SELECT centroids FROM vector_centroids WHERE corpus = $1", &[corpus.into()]).await?;
+    rows.first().map(|r| decode_centroids(&r.blob("centroids")?)).transpose()
+}
+
+thread_local! {
+    /// Centroids a writer already read, per corpus. An instance serves one
+    /// request (Spin's and the runner's HTTP trigger instantiate per
+    /// request), and a corpus's centroids never change once kept (only
+    /// delete-all removes them, in a request of its own), so a batch of
+    /// documents reads them once, not twice per document. Absence is never
+    /// kept: the upkeep may train them meanwhile.
+    static KEPT: std::cell::RefCell<std::collections::HashMap<String, std::rc::Rc<Centroids>>> =
+        Default::default();
+}
+
+/// [`centroids`] for a writer, read once per instance when there are some.
+async fn writer_centroids(sql: &Sql, corpus: &str) -> Result<Option<std::rc::Rc<Centroids>>> {
+    if let Some(c) = KEPT.with(|k| k.borrow().get(corpus).cloned()) {
+        return Ok(Some(c));
+    }
+    let Some(c) = centroids(sql, corpus).await? else { return Ok(None) };
+    let c = std::rc::Rc::new(c);
+    KEPT.with(|k| k.borrow_mut().insert(corpus.to_string(), c.clone()));
+    Ok(Some(c))
+}
+
+fn decode_centroids(bytes: &[u8]) -> Result<Centroids> {
+    Centroids::decode(bytes).ok_or_else(|| Fail::new("internal", "a corpus's centroids are corrupt"))
+}
+
+/// What one run of [`index`] did to a corpus.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IndexStep {
+    pub corpus: String,
+    /// Whether this run trained the corpus's centroids.
+    pub trained: bool,
+    /// Lists the corpus has (0 before its centroids are trained).
+    pub lists: u32,
+    /// Signatures this run moved from flat blocks into lists.
+    pub moved: u64,
+    /// Signatures still flat after it.
+    pub flat: u64,
+}
+
+/// The vector index's upkeep for one corpus (D-K16): once the corpus holds
+/// [`ivf::TRAIN_AT`] signatures, trains its centroids on a sample of its
+/// embeddings (spread over its history), then moves at most `max_blocks`
+/// flat blocks into the lists of their signatures. Below the threshold it
+/// does nothing. Training reads and computes outside any transaction (it
+/// takes seconds, and no writer should wait on it); the move is one
+/// transaction under the corpus lock, so blocks move whole or not at all.
+pub async fn index(sql: &Sql, corpus: &str, max_blocks: usize, now_ms: u64) -> Result<IndexStep> {
+    let flat = flat_blocks(sql, corpus).await?;
+    let held: u64 = flat.iter().map(|f| f.1).sum();
+    let kept = sql
+        .query(
+            "SELECT CAST(length(centroids) AS BIGINT) AS bytes FROM vector_centroids WHERE corpus = $1",
+            &[corpus.into()],
+        )
+        .await?;
+    // Nothing to do: no write transaction, no lock.
+    if held < ivf::TRAIN_AT && (kept.is_empty() || flat.is_empty()) {
+        let lists = match kept.first() {
+            Some(r) => (r.i64("bytes")?.max(0) as usize / Centroids::BYTES_EACH) as u32,
+            None => 0,
+        };
+        return Ok(IndexStep { corpus: corpus.into(), lists, flat: held, ..Default::default() });
+    }
+    let trained = match kept.is_empty() {
+        false => None,
+        // Another run is training them: it moves the blocks too.
+        true if !claim_training(sql, corpus, now_ms).await? => {
+            return Ok(IndexStep { corpus: corpus.into(), flat: held, ..Default::default() });
+        }
+        true => {
+            training_sample(sql, corpus, &flat).await?.map(|s| (Centroids::train(&s, ivf::LISTS, ivf::ROUNDS), s.len()))
+        }
+    };
+    sql.transaction(async |sql: &Sql| {
+        move_flat(sql, corpus, trained, max_blocks, now_ms).await.map_err(crate::as_store_error)
+    })
+    .await
+    .map_err(Fail::from)
+}
+
+/// How long a run may train a corpus's centroids before another may.
+const TRAINING_LEASE_MS: u64 = 120_000;
+
+/// Claims the training of a corpus's centroids for [`TRAINING_LEASE_MS`];
+/// false while another run holds an unexpired claim. One statement, so two
+/// runs cannot both win it.
+async fn claim_training(sql: &Sql, corpus: &str, now_ms: u64) -> Result<bool> {
+    let rows = sql
+        .query(
+            "INSERT INTO vector_training (corpus, until_ms) VALUES ($1, $2)
+             ON CONFLICT (corpus) DO UPDATE SET until_ms = excluded.until_ms WHERE vector_training.until_ms < $3
+             RETURNING corpus",
+            &[corpus.into(), ((now_ms + TRAINING_LEASE_MS) as i64).into(), (now_ms as i64).into()],
+        )
+        .await?;
+    Ok(!rows.is_empty())
+}
+
+/// The embeddings the centroids are trained on: those of the items in
+/// flat blocks spread evenly over the corpus's flat blocks, at most
+/// [`ivf::SAMPLE`]; none while the corpus holds fewer than
+/// [`ivf::TRAIN_AT`] flat signatures.
+async fn training_sample(sql: &Sql, corpus: &str, flat: &[(i64, u64)]) -> Result<Option<Vec<Vec<f32>>>> {
+    if flat.iter().map(|f| f.1).sum::<u64>() < ivf::TRAIN_AT {
+        return Ok(None);
+    }
+    let picked: Vec<i64> = ivf::sample_blocks(flat.len(), ivf::SAMPLE.div_ceil(fusion::BLOCK_SIZE))
+        .into_iter()
+        .map(|i| flat[i].0)
+        .collect();
+    let mut seqs: Vec<i64> = read_blocks(sql, corpus, &picked).await?.into_iter().flat_map(|(_, b)| b.seqs).collect();
+    // In one order whatever order the rows came back in, so the same store
+    // trains the same centroids.
+    seqs.sort_unstable();
+    seqs.truncate(ivf::SAMPLE);
+    let mut sample = Vec::with_capacity(seqs.len());
+    for part in seqs.chunks(1_000) {
+        let params: Vec<Value> = part.iter().map(|s| Value::from(*s)).collect();
+        let rows = sql
+            .query(
+                &format!("SELECT embedding FROM search_vectors WHERE seq IN ({}) ORDER BY seq", in_list(1, part.len())),
+                &params,
+            )
+            .await?;
+        for r in &rows {
+            sample.push(bytes_f32(&r.blob("embedding")?));
+        }
+    }
+    Ok(Some(sample))
+}
+
+/// A corpus's flat blocks and how many signatures each holds, in order.
+async fn flat_blocks(sql: &Sql, corpus: &str) -> Result<Vec<(i64, u64)>> {
+    sql.query(
+        "SELECT block, n FROM vector_blocks WHERE corpus = $1 AND list = $2 ORDER BY block",
+        &[corpus.into(), FLAT.into()],
+    )
+    .await?
+    .iter()
+    .map(|r| Ok((r.i64("block")?, r.i64("n")?.max(0) as u64)))
+    .collect()
+}
+
+/// Under the corpus lock: keeps freshly `trained` centroids unless another
+/// run kept some first, then moves at most `max_blocks` flat blocks into
+/// the lists of their signatures.
+async fn move_flat(
+    sql: &Sql,
+    corpus: &str,
+    trained: Option<(Centroids, usize)>,
+    max_blocks: usize,
+    now_ms: u64,
+) -> Result<IndexStep> {
+    lock(sql, corpus).await?;
+    let mut step = IndexStep { corpus: corpus.into(), ..Default::default() };
+    let flat = flat_blocks(sql, corpus).await?;
+    step.flat = flat.iter().map(|f| f.1).sum();
+    let c = match (centroids(sql, corpus).await?, trained) {
+        (Some(c), _) => c,
+        // Kept only while the corpus still holds what they were drawn from
+        // (a delete-all while they trained leaves the corpus empty).
+        (None, Some((c, sampled))) if !c.is_empty() && step.flat >= ivf::TRAIN_AT => {
+            sql.execute(
+                "INSERT INTO vector_centroids (corpus, centroids, trained_on, trained_ms) VALUES ($1, $2, $3, $4)",
+                &[corpus.into(), c.encode().into(), (sampled as i64).into(), (now_ms as i64).into()],
+            )
+            .await?;
+            step.trained = true;
+            c
+        }
+        (None, _) => return Ok(step),
+    };
+    step.lists = c.len() as u32;
+    let drained: Vec<i64> = flat.iter().take(max_blocks).map(|f| f.0).collect();
+    if drained.is_empty() {
+        return Ok(step);
+    }
+    let blocks = read_blocks(sql, corpus, &drained).await?;
+    let (seqs, sigs): (Vec<i64>, Vec<Vec<u64>>) =
+        blocks.into_iter().flat_map(|(_, b)| b.seqs.into_iter().zip(b.sigs)).unzip();
+    let mut moving: std::collections::BTreeMap<i64, Block> = std::collections::BTreeMap::new();
+    for ((seq, sig), list) in seqs.into_iter().zip(sigs.iter().cloned()).zip(c.lists_of(&sigs)) {
+        moving.entry(list as i64).or_default().push(seq, sig);
+        step.moved += 1;
+    }
+    let mut params: Vec<Value> = vec![corpus.into()];
+    params.extend(drained.iter().map(|b| Value::from(*b)));
+    sql.execute(
+        &format!("DELETE FROM vector_blocks WHERE corpus = $1 AND block IN ({})", in_list(2, drained.len())),
+        &params,
+    )
+    .await?;
+    append_to_lists(sql, corpus, moving).await?;
+    step.flat = step.flat.saturating_sub(step.moved);
+    Ok(step)
+}
+
+/// Blocks of a corpus by number, with their numbers.
+async fn read_blocks(sql: &Sql, corpus: &str, blocks: &[i64]) -> Result<Vec<(i64, Block)>> {
+    if blocks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut params: Vec<Value> = vec![corpus.into()];
+    params.extend(blocks.iter().map(|b| Value::from(*b)));
+    let rows = sql
+        .query(
+            &format!(
+                "SELECT block, seqs, sigs FROM vector_blocks WHERE corpus = $1 AND block IN ({})",
+                in_list(2, blocks.len())
+            ),
+            &params,
+        )
+        .await?;
+    rows.iter().map(|r| Ok((r.i64("block")?, decode(r)?))).collect()
+}
+
+/// Appends each list's signatures: first to fill the list's last block,
+/// then in new blocks of at most [`fusion::BLOCK_SIZE`]. One read finds
+/// every list's last block that has room.
+async fn append_to_lists(sql: &Sql, corpus: &str, moving: std::collections::BTreeMap<i64, Block>) -> Result<()> {
+    let open = sql
+        .query(
+            &format!(
+                "SELECT list, block, seqs, sigs FROM vector_blocks AS v WHERE corpus = $1 AND list >= 0 AND n < {}
+                 AND block = (SELECT max(block) FROM vector_blocks AS w WHERE w.corpus = $1 AND w.list = v.list)",
+                fusion::BLOCK_SIZE
+            ),
+            &[corpus.into()],
+        )
+        .await?;
+    let mut last: std::collections::HashMap<i64, (i64, Block)> = std::collections::HashMap::new();
+    for r in &open {
+        last.insert(r.i64("list")?, (r.i64("block")?, decode(r)?));
+    }
+    let next = sql
+        .query("SELECT coalesce(max(block), -1) + 1 AS next FROM vector_blocks WHERE corpus = $1", &[corpus.into()])
+        .await?;
+    let mut next = next.first().map_or(Ok(0), |r| r.i64("next"))?;
+    for (list, items) in moving {
+        let mut items = items.seqs.into_iter().zip(items.sigs).peekable();
+        if let Some((block, mut b)) = last.remove(&list) {
+            while b.seqs.len() < fusion::BLOCK_SIZE {
+                let Some((seq, sig)) = items.next() else { break };
+                b.push(seq, sig);
+            }
+            write_block(sql, corpus, block, &b).await?;
+        }
+        while items.peek().is_some() {
+            let mut b = Block::default();
+            for (seq, sig) in items.by_ref().take(fusion::BLOCK_SIZE) {
+                b.push(seq, sig);
+            }
+            let (seqs, sigs) = b.encode();
+            let (lo, hi) = (b.seqs.iter().min().copied(), b.seqs.iter().max().copied());
+            sql.execute(
+                "INSERT INTO vector_blocks (corpus, block, list, n, seqs, sigs, lo, hi) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[corpus.into(), next.into(), list.into(), (b.seqs.len() as i64).into(), seqs.into(), sigs.into(), lo.into(), hi.into()],
+            )
+            .await?;
+            next += 1;
         }
     }
     Ok(())
@@ -198,27 +486,41 @@ pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
         return Ok(0);
     }
     count_terms(sql, corpus, ref_id, Count::Remove).await?;
+    // The lists the signatures are in follow from the embeddings (D-K16).
+    lock(sql, corpus).await?;
+    let mut lists = vec![FLAT];
+    if let Some(c) = writer_centroids(sql, corpus).await? {
+        for (_, _, e) in embeddings(sql, &seqs).await? {
+            lists.push(c.list_of(&fusion::signature(&e)) as i64);
+        }
+    }
     let params: Vec<Value> = seqs.iter().map(|s| Value::from(*s)).collect();
     sql.execute(&format!("DELETE FROM search_vectors WHERE seq IN ({})", in_list(1, seqs.len())), &params).await?;
     let n = sql
         .execute("DELETE FROM search_index WHERE corpus = $1 AND ref_id = $2", &[corpus.into(), ref_id.into()])
         .await?;
-    drop_signatures(sql, corpus, &seqs).await?;
+    drop_signatures(sql, corpus, &seqs, &lists).await?;
     Ok(n)
 }
 
 /// Rewrites the blocks that hold any of `seqs` without them, so the scan
 /// never reads a removed item's signature and shrinks as items go; a block
-/// left empty is deleted. The bounds index finds the blocks; one written
-/// before it (NULL bounds) is read, and gets its bounds on the way.
-async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64]) -> Result<()> {
+/// left empty is deleted. The blocks are looked for in `lists` (the flat
+/// blocks and the lists of the items' embeddings), by the bounds index; one
+/// written before it (NULL bounds) is read, and gets its bounds on the way.
+async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64], lists: &[i64]) -> Result<()> {
     let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else { return Ok(()) };
     lock(sql, corpus).await?;
+    let mut params: Vec<Value> = vec![corpus.into(), lo.into(), hi.into()];
+    params.extend(lists.iter().map(|l| Value::from(*l)));
     let rows = sql
         .query(
-            "SELECT block, seqs, sigs, lo FROM vector_blocks
-             WHERE corpus = $1 AND (lo IS NULL OR (hi >= $2 AND lo <= $3))",
-            &[corpus.into(), lo.into(), hi.into()],
+            &format!(
+                "SELECT block, seqs, sigs, lo FROM vector_blocks
+                 WHERE corpus = $1 AND list IN ({}) AND (lo IS NULL OR (hi >= $2 AND lo <= $3))",
+                in_list(4, lists.len())
+            ),
+            &params,
         )
         .await?;
     for r in &rows {
@@ -265,6 +567,10 @@ pub struct Candidates {
     pub blocks_ms: u64,
     /// The Hamming shortlist and the candidates' embeddings.
     pub vector_ms: u64,
+    /// Signatures the Hamming scan read: every one of a corpus whose lists
+    /// are not trained, the probed lists' and the flat blocks' of one whose
+    /// are (D-K16).
+    pub signatures: u64,
 }
 
 impl Candidates {
@@ -280,6 +586,7 @@ impl Candidates {
 /// embeds the query before the reads start (D-K9).
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
     let mut c = Candidates::default();
+    let query_sig = fusion::signature(embedding);
     let t1 = mneme_time::clock::system_ms();
     // Both are reads, so they may share the connection on either backend.
     let since = |t: u64| mneme_time::clock::system_ms().saturating_sub(t);
@@ -293,7 +600,7 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
         },
         async {
             let r = match mode.uses_vector() {
-                true => signature_blocks(sql, corpora).await,
+                true => signature_blocks(sql, corpora, embedding).await,
                 false => Ok(Vec::new()),
             };
             (r, since(t1))
@@ -303,9 +610,10 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
     (c.text_ms, c.blocks_ms) = (text_ms, blocks_ms);
     c.text = text?;
     let blocks = blocks?;
+    c.signatures = blocks.iter().map(|b| b.seqs.len() as u64).sum();
     let t2 = mneme_time::clock::system_ms();
     let shortlist = match mode.uses_vector() {
-        true => fusion::shortlist(&fusion::signature(embedding), &blocks, fusion::SHORTLIST),
+        true => fusion::shortlist(&query_sig, &blocks, fusion::SHORTLIST),
         false => Vec::new(),
     };
     let mut wanted = shortlist.clone();
@@ -475,24 +783,57 @@ async fn window_start(sql: &Sql, corpora: &[&str]) -> Result<i64> {
     Ok(start)
 }
 
-/// The corpora's signature blocks, for the Hamming shortlist.
-async fn signature_blocks(sql: &Sql, corpora: &[&str]) -> Result<Vec<Block>> {
+/// The signature blocks a query reads, for the Hamming shortlist: each
+/// corpus's flat blocks, and, of a corpus whose centroids are trained, the
+/// [`ivf::PROBES`] lists nearest to the `query` embedding (D-K16). One
+/// statement reads the flat blocks with the centroids; a second the lists,
+/// when there are any.
+async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32]) -> Result<Vec<Block>> {
     if corpora.is_empty() {
         return Ok(Vec::new());
     }
-    let params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
+    let mut params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
+    let corpus_list = in_list(1, corpora.len());
     let rows = sql
         .query(
-            &format!("SELECT seqs, sigs FROM vector_blocks WHERE corpus IN ({})", in_list(1, corpora.len())),
+            &format!(
+                "SELECT corpus, {CENTROIDS} AS list, centroids AS seqs, NULL AS sigs FROM vector_centroids
+                 WHERE corpus IN ({corpus_list})
+                 UNION ALL
+                 SELECT corpus, list, seqs, sigs FROM vector_blocks WHERE corpus IN ({corpus_list}) AND list = {FLAT}"
+            ),
             &params,
         )
         .await?;
     let mut blocks = Vec::with_capacity(rows.len());
+    let mut probed: Vec<String> = Vec::new();
+    params.clear();
     for r in &rows {
-        blocks.push(decode(r)?);
+        if r.i64("list")? != CENTROIDS {
+            blocks.push(decode(r)?);
+            continue;
+        }
+        let lists = decode_centroids(&r.blob("seqs")?)?.probes(query, ivf::PROBES);
+        if lists.is_empty() {
+            continue;
+        }
+        params.push(r.text("corpus")?.into());
+        let first = params.len() + 1;
+        probed.push(format!("(corpus = ${} AND list IN ({}))", first - 1, in_list(first, lists.len())));
+        params.extend(lists.into_iter().map(|l| Value::from(l as i64)));
+    }
+    if !probed.is_empty() {
+        let rows =
+            sql.query(&format!("SELECT seqs, sigs FROM vector_blocks WHERE {}", probed.join(" OR ")), &params).await?;
+        for r in &rows {
+            blocks.push(decode(r)?);
+        }
     }
     Ok(blocks)
 }
+
+/// What [`signature_blocks`] reads in a centroids row's `list`.
+const CENTROIDS: i64 = -2;
 
 /// The ref ids and stored embeddings of items still in the index.
 pub async fn embeddings(sql: &Sql, seqs: &[i64]) -> Result<Vec<(i64, String, Vec<f32>)>> {

@@ -7,27 +7,13 @@
 //! Usage: bench-embed [--runs 300]   (weights from $MNEME_MODELS_DIR, else
 //! ~/.cache/mneme/ai-models)
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use mneme_e2e::bench::{arg, locomo, report};
-use mneme_minilm::{Config, MiniLm};
-use tokenizers::{Tokenizer, TruncationParams};
 
 fn main() {
     let runs: usize = arg("--runs").map_or(300, |r| r.parse().expect("--runs takes a number"));
-    let dir = std::env::var_os("MNEME_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/mneme/ai-models"))
-        .join("all-minilm-l6-v2");
-    let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}/{name}: {e}", dir.display()));
-    let config: Config = serde_json::from_slice(&read("config.json")).expect("config.json");
-    let started = Instant::now();
-    let model = MiniLm::from_safetensors(&read("model.safetensors"), &config).expect("loading the weights");
-    println!("model loaded in {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
-    let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).expect("tokenizer.json");
-    tokenizer.with_padding(None);
-    tokenizer.with_truncation(Some(TruncationParams { max_length: 256, ..Default::default() })).expect("truncation");
+    let (model, tokenizer) = mneme_e2e::bench::minilm();
 
     let questions: Vec<String> = locomo()
         .as_array()

@@ -10,9 +10,14 @@
 //!    embeddings; latency depends on row counts and match counts, not on
 //!    what the vectors mean), then the same latency run.
 //!
+//!    Before that run the vector index's upkeep (`POST /tick/index`) runs
+//!    until no flat block is left, as its cron would (D-K16), and says how
+//!    long it took.
 //! 4. After each latency run, `GET /knowledge/timeline?days=90` (the
 //!    Knowledge screen's chart of entries per type): 30 requests after 5
-//!    warm-ups, p50 and p95.
+//!    warm-ups, p50 and p95; then the runner's resident memory and its peak.
+//! 5. With `--filler`, ingest again once the store holds every filler row:
+//!    at least 450 more entries, entries per second.
 //!
 //! Usage: bench-knowledge --backend embedded|hosted [--entries 2000] [--filler 8000,90000]
 //!        [--mode hybrid|text|vector]
@@ -22,36 +27,14 @@ use std::time::{Duration, Instant};
 
 use mneme_e2e::bench::{arg, backend, locomo, percentile};
 use mneme_e2e::fake_model::{FakeModel, Script};
+use mneme_e2e::seed::{self, Rng};
 use mneme_e2e::{App, BackendEnv};
-use mneme_knowledge::fusion::{Block, signature};
 use serde_json::{Value, json};
 
 const EXTRACT: &str = "You extract the principal's judgement";
 const TYPES: [&str; 5] = ["framework", "decision", "standard", "philosophy", "reaction"];
 const STABILITY: [&str; 3] = ["evergreen", "stable", "evolving"];
 const CONFIDENCE: [&str; 3] = ["high", "medium", "low"];
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn gauss(&mut self) -> f32 {
-        let (u, v) = (self.unit().max(1e-12), self.unit());
-        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
-    }
-    fn unit_vector(&mut self) -> Vec<f32> {
-        let v: Vec<f32> = (0..384).map(|_| self.gauss()).collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / n).collect()
-    }
-}
 
 fn turns(data: &Value) -> Vec<String> {
     let mut out = Vec::new();
@@ -127,6 +110,112 @@ fn timeline_latency(app: &App) -> (f64, f64) {
     (percentile(&ms, 0.5), percentile(&ms, 0.95))
 }
 
+/// Ingests transcripts of 50 candidates each, one job at a time, until
+/// `done` says so of the entry count; prints the jobs, the candidates and
+/// the candidates and entries added per second of wall time.
+fn ingest(app: &App, model: &FakeModel, texts: &[String], next: &mut usize, done: impl Fn(usize) -> bool) {
+    let started = Instant::now();
+    let before = count(app);
+    let mut jobs = 0;
+    while !done(count(app) as usize) {
+        let batch: Vec<Value> = (0..50)
+            .map(|i| {
+                let k = *next + i;
+                let t = &if k < texts.len() {
+                    texts[k].clone()
+                } else {
+                    format!("{} {}", texts[k % texts.len()], texts[(k * 7 + 3) % texts.len()])
+                };
+                json!({"type": TYPES[k % 5], "topic": t.split_whitespace().take(6).collect::<Vec<_>>().join(" "),
+                       "position": t, "reasoning": format!("it came up in conversation {k}"),
+                       "confidence": CONFIDENCE[k % 3], "stability": STABILITY[k % 3],
+                       "tags": [format!("t{}", k % 97)]})
+            })
+            .collect();
+        *next += 50;
+        model.route(EXTRACT, Script { reply: json!({"candidates": batch}).to_string(), ..Default::default() });
+        let r = app.request(
+            "POST",
+            "/knowledge/ingest",
+            &[("x-ingest-token", "bench")],
+            Some(
+                json!({"source_type": "chat", "source_date": "2026-11-01", "text": format!("bench transcript {next}")})
+                    .to_string()
+                    .as_bytes(),
+            ),
+        );
+        let job = r.json()["job_id"].as_str().unwrap().to_string();
+        loop {
+            app.request("POST", "/tick/knowledge", &[("authorization", "Bearer bench")], None);
+            let j = app
+                .request("GET", &format!("/knowledge/jobs/{job}"), &[("authorization", "Bearer bench")], None)
+                .json();
+            if j["status"] == "done" {
+                break;
+            }
+            assert_ne!(j["status"], "failed", "{j}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        jobs += 1;
+        model.requests.lock().unwrap().clear();
+    }
+    let n = count(app);
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "ingest: {jobs} jobs, {} candidates, {} new entries ({n} in all) in {secs:.1} s: {:.1} candidates/s, {:.1} entries/s",
+        jobs * 50,
+        n - before,
+        (jobs * 50) as f64 / secs,
+        (n - before) as f64 / secs
+    );
+}
+
+/// The runner's resident memory now and at its peak (`VmRSS`, `VmHWM`).
+fn memory(app: &App) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", app.pid())).unwrap_or_default();
+    let field =
+        |k: &str| status.lines().find(|l| l.starts_with(k)).map_or("?".into(), |l| l[k.len()..].trim().to_string());
+    format!("runner resident {} (peak {})", field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Runs the vector index's upkeep (D-K16) until the knowledge corpus has
+/// no flat block left (or too few signatures to be trained), as its cron would within minutes of a bulk load
+/// (the cron runs too, so a run may find the training claimed and wait);
+/// prints how long it took. A build without the job (an A/B's older side)
+/// answers 404 and keeps its flat scan.
+fn index(app: &App) {
+    let t = Instant::now();
+    let (mut runs, mut moved, mut slowest) = (0, 0, 0.0f64);
+    loop {
+        let r0 = Instant::now();
+        let r = app.request("POST", "/tick/index", &[("authorization", "Bearer bench")], None);
+        if r.status == 404 {
+            println!("index: this build has no vector index");
+            return;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        slowest = slowest.max(r0.elapsed().as_secs_f64());
+        runs += 1;
+        let corpora = r.json()["result"]["corpora"].clone();
+        let knowledge = corpora.as_array().unwrap().iter().find(|c| c["corpus"] == "knowledge").unwrap().clone();
+        moved += knowledge["moved"].as_u64().unwrap();
+        // Done: nothing flat, or too few signatures to train (20,000).
+        let flat = knowledge["flat"].as_u64().unwrap();
+        if flat == 0 || (knowledge["lists"] == 0 && flat < mneme_knowledge::ivf::TRAIN_AT) {
+            println!(
+                "index: {runs} runs moved {moved} signatures into lists in {:.1} s (slowest run {:.2} s; the cron moved the rest): {corpora}",
+                t.elapsed().as_secs_f64(),
+                slowest
+            );
+            return;
+        }
+        assert!(t.elapsed() < Duration::from_secs(600), "the upkeep did not finish in 10 minutes: {corpora}");
+        if knowledge["moved"] == 0 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
 fn count(app: &App) -> i64 {
     app.request("GET", "/knowledge/entries?limit=1", &[("authorization", "Bearer bench")], None).json()["total"]
         .as_i64()
@@ -155,58 +244,9 @@ fn main() {
     println!("backend: {backend:?}; machine: {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
 
     // 1. Ingest.
-    let started = Instant::now();
     let mut next = 0usize;
-    let mut jobs = 0;
-    while (count(&app) as usize) < target {
-        let batch: Vec<Value> = (0..50)
-            .map(|i| {
-                let k = next + i;
-                let t = &if k < texts.len() {
-                    texts[k].clone()
-                } else {
-                    format!("{} {}", texts[k % texts.len()], texts[(k * 7 + 3) % texts.len()])
-                };
-                json!({"type": TYPES[(next + i) % 5], "topic": t.split_whitespace().take(6).collect::<Vec<_>>().join(" "),
-                       "position": t, "reasoning": format!("it came up in conversation {}", next + i),
-                       "confidence": CONFIDENCE[(next + i) % 3], "stability": STABILITY[(next + i) % 3],
-                       "tags": [format!("t{}", (next + i) % 97)]})
-            })
-            .collect();
-        next += 50;
-        model.route(EXTRACT, Script { reply: json!({"candidates": batch}).to_string(), ..Default::default() });
-        let r = app.request(
-            "POST",
-            "/knowledge/ingest",
-            &[("x-ingest-token", "bench")],
-            Some(
-                json!({"source_type": "chat", "source_date": "2026-11-01", "text": format!("bench transcript {next}")})
-                    .to_string()
-                    .as_bytes(),
-            ),
-        );
-        let job = r.json()["job_id"].as_str().unwrap().to_string();
-        loop {
-            app.request("POST", "/tick/knowledge", &[("authorization", "Bearer bench")], None);
-            let j = app
-                .request("GET", &format!("/knowledge/jobs/{job}"), &[("authorization", "Bearer bench")], None)
-                .json();
-            if j["status"] == "done" {
-                break;
-            }
-            assert_ne!(j["status"], "failed", "{j}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        jobs += 1;
-        model.requests.lock().unwrap().clear();
-    }
+    ingest(&app, &model, &texts, &mut next, |n| n >= target);
     let n = count(&app);
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "ingest: {jobs} jobs, {} candidates, {n} entries in {secs:.1} s: {:.1} candidates/s",
-        jobs * 50,
-        (jobs * 50) as f64 / secs
-    );
     let (p50, p95, steps) = retrieve_latency(&app, &qs);
     println!("retrieve over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms (step medians, ms: {steps})");
     let (p50, p95) = timeline_latency(&app);
@@ -214,153 +254,23 @@ fn main() {
 
     // 3. Filler rows, written in the app's format.
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    for filler in filler {
+    let fillers = filler;
+    for &filler in &fillers {
         let t = Instant::now();
-        match &b.pg {
-            Some(db) => seed_pg(&mut db.client(), filler, &texts, &mut rng),
-            None => seed_sqlite(&app.state.path().join("sqlite_db.db"), filler, &texts, &mut rng),
-        }
+        seed::filler(&b, app.state.path(), "knowledge", filler, &texts, &mut rng);
         let n = count(&app);
         println!("seeded {filler} filler entries in {:.1} s", t.elapsed().as_secs_f64());
+        index(&app);
         let (p50, p95, steps) = retrieve_latency(&app, &qs);
         println!("retrieve over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms (step medians, ms: {steps})");
         let (p50, p95) = timeline_latency(&app);
         println!("timeline (90 days) over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms");
+        println!("{}", memory(&app));
     }
-}
-
-struct Filler {
-    seq: i64,
-    id: String,
-    kind: &'static str,
-    topic: String,
-    body: String,
-    embedding: Vec<u8>,
-    sig: Vec<u64>,
-}
-
-fn fillers(start: i64, n: usize, texts: &[String], rng: &mut Rng) -> Vec<Filler> {
-    (0..n)
-        .map(|i| {
-            let seq = start + i as i64;
-            let text = &texts[rng.next() as usize % texts.len()];
-            let e = rng.unit_vector();
-            Filler {
-                seq,
-                id: format!("KE-{seq:04}"),
-                kind: TYPES[i % 5],
-                topic: text.split_whitespace().take(6).collect::<Vec<_>>().join(" "),
-                body: format!("{text} (filler {seq})"),
-                embedding: e.iter().flat_map(|x| x.to_le_bytes()).collect(),
-                sig: signature(&e),
-            }
-        })
-        .collect()
-}
-
-fn seed_pg(c: &mut postgres::Client, n: usize, texts: &[String], rng: &mut Rng) {
-    let start: i64 = c.query_one("SELECT n FROM knowledge_counter WHERE name = 'entry'", &[]).unwrap().get(0);
-    let rows = fillers(start + 1, n, texts, rng);
-    let mut tx = c.transaction().unwrap();
-    let entry = tx.prepare(
-        "INSERT INTO knowledge_entries (seq, id, type, topic, position, reasoning, confidence, stability, tier, tags, source_type, source_date, corroboration_count, created_at, extractor, embedding, created_ms)
-         VALUES ($1, $2, $3, $4, $5, 'filler', 'medium', 'stable', 'public', '[]', 'chat', '2026-11-01', 1, '2026-11-01T00:00:00Z', 'bench-filler', $6, 0)").unwrap();
-    let index = tx.prepare("INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms) VALUES ('knowledge', $1, $2, $3, '{}', 0) RETURNING seq").unwrap();
-    let vector = tx.prepare("INSERT INTO search_vectors (seq, embedding) VALUES ($1, $2)").unwrap();
-    let mut block = Block::default();
-    let mut blocks: Vec<Block> = Vec::new();
-    let mut first_seq = None;
-    for r in &rows {
-        tx.execute(&entry, &[&r.seq, &r.id, &r.kind, &r.topic, &r.body, &r.embedding]).unwrap();
-        let seq: i64 = tx.query_one(&index, &[&r.id, &r.topic, &r.body]).unwrap().get(0);
-        first_seq.get_or_insert(seq);
-        tx.execute(&vector, &[&seq, &r.embedding]).unwrap();
-        block.push(seq, r.sig.clone());
-        if block.seqs.len() == mneme_knowledge::fusion::BLOCK_SIZE {
-            blocks.push(std::mem::take(&mut block));
-        }
+    // 5. Ingest again, now that the store holds every filler row: ten jobs.
+    if !fillers.is_empty() {
+        let until = count(&app) as usize + 450;
+        ingest(&app, &model, &texts, &mut next, |n| n >= until);
+        println!("{}", memory(&app));
     }
-    if !block.seqs.is_empty() {
-        blocks.push(block);
-    }
-    let first: i64 = tx
-        .query_one("SELECT COALESCE(MAX(block), -1) + 1 FROM vector_blocks WHERE corpus = 'knowledge'", &[])
-        .unwrap()
-        .get(0);
-    for (i, b) in blocks.iter().enumerate() {
-        let (seqs, sigs) = b.encode();
-        tx.execute(
-            "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ('knowledge', $1, $2, $3, $4, $5, $6)",
-            &[&(first + i as i64), &(b.seqs.len() as i64), &seqs, &sigs, &b.seqs.iter().min(), &b.seqs.iter().max()],
-        )
-        .unwrap();
-    }
-    // The document frequencies the store keeps as it indexes (D-K15), when
-    // the build under test keeps them (an A/B may run an older one).
-    let terms: bool = tx.query_one("SELECT to_regclass('search_terms') IS NOT NULL", &[]).unwrap().get(0);
-    if terms {
-        tx.execute(
-            "INSERT INTO search_terms (corpus, lexeme, df)
-             SELECT 'knowledge', l, count(*) FROM search_index, unnest(tsvector_to_array(tsv)) AS l
-             WHERE corpus = 'knowledge' AND seq >= $1 GROUP BY l
-             ON CONFLICT (corpus, lexeme) DO UPDATE SET df = search_terms.df + excluded.df",
-            &[&first_seq.unwrap_or(i64::MAX)],
-        )
-        .unwrap();
-    }
-    tx.execute("UPDATE knowledge_counter SET n = $1 WHERE name = 'entry'", &[&(start + n as i64)]).unwrap();
-    tx.commit().unwrap();
-    // What autovacuum does within a minute of a bulk load: planner
-    // statistics, and the GIN index's pending list merged. Without it the
-    // first minutes measure the load, not the store.
-    c.batch_execute("VACUUM ANALYZE knowledge_entries, search_index, search_vectors, vector_blocks").unwrap();
-    if terms {
-        c.batch_execute("VACUUM ANALYZE search_terms").unwrap();
-    }
-}
-
-fn seed_sqlite(path: &std::path::Path, n: usize, texts: &[String], rng: &mut Rng) {
-    let mut c = rusqlite::Connection::open(path).unwrap();
-    c.busy_timeout(Duration::from_secs(30)).unwrap();
-    let start: i64 = c.query_row("SELECT n FROM knowledge_counter WHERE name = 'entry'", [], |r| r.get(0)).unwrap();
-    let rows = fillers(start + 1, n, texts, rng);
-    let tx = c.transaction().unwrap();
-    let mut blocks: Vec<Block> = Vec::new();
-    {
-        let mut entry = tx.prepare(
-            "INSERT INTO knowledge_entries (seq, id, type, topic, position, reasoning, confidence, stability, tier, tags, source_type, source_date, corroboration_count, created_at, extractor, embedding, created_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'filler', 'medium', 'stable', 'public', '[]', 'chat', '2026-11-01', 1, '2026-11-01T00:00:00Z', 'bench-filler', ?6, 0)").unwrap();
-        let mut index = tx.prepare("INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms) VALUES ('knowledge', ?1, ?2, ?3, '{}', 0) RETURNING seq").unwrap();
-        let mut vector = tx.prepare("INSERT INTO search_vectors (seq, embedding) VALUES (?1, ?2)").unwrap();
-        let mut block = Block::default();
-        for r in &rows {
-            entry.execute(rusqlite::params![r.seq, r.id, r.kind, r.topic, r.body, r.embedding]).unwrap();
-            let seq: i64 = index.query_row(rusqlite::params![r.id, r.topic, r.body], |x| x.get(0)).unwrap();
-            vector.execute(rusqlite::params![seq, r.embedding]).unwrap();
-            block.push(seq, r.sig.clone());
-            if block.seqs.len() == mneme_knowledge::fusion::BLOCK_SIZE {
-                blocks.push(std::mem::take(&mut block));
-            }
-        }
-        if !block.seqs.is_empty() {
-            blocks.push(block);
-        }
-    }
-    let first: i64 = tx
-        .query_row("SELECT COALESCE(MAX(block), -1) + 1 FROM vector_blocks WHERE corpus = 'knowledge'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    for (i, b) in blocks.iter().enumerate() {
-        let (seqs, sigs) = b.encode();
-        tx.execute(
-            "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ('knowledge', ?1, ?2, ?3, ?4, ?5, ?6)",
-            rusqlite::params![first + i as i64, b.seqs.len() as i64, seqs, sigs, b.seqs.iter().min(), b.seqs.iter().max()],
-        )
-        .unwrap();
-    }
-    tx.execute("UPDATE knowledge_counter SET n = ?1 WHERE name = 'entry'", [start + n as i64]).unwrap();
-    tx.commit().unwrap();
-    // The planner statistics Postgres would have by now (see `seed_pg`).
-    c.execute_batch("ANALYZE").unwrap();
 }

@@ -1,0 +1,381 @@
+//! The vector index (D-K16): inverted lists over the sign-bit signatures.
+//!
+//! A corpus's signatures start in its flat blocks, which a query reads whole
+//! (the scan of [`crate::fusion::shortlist`]). Once a corpus holds
+//! [`TRAIN_AT`] of them, [`Centroids::train`] draws [`LISTS`] centroids from
+//! a sample of their embeddings by spherical k-means, every signature moves
+//! to the list of the centroid nearest to it, and a query reads only the
+//! [`PROBES`] lists nearest its own embedding, plus whatever is still flat.
+//!
+//! An item's list is a function of its signature alone ([`Centroids::list_of`],
+//! exact integer arithmetic), because a signature moved out of a flat block
+//! has no embedding at hand: the same item lands in the same list whether it
+//! was written after training, moved by the upkeep, or looked for on
+//! deletion. The centroids never change once trained.
+
+/// Signatures a corpus holds before its lists are trained. Below it the flat
+/// scan costs a millisecond or two, and every query sees every item.
+pub const TRAIN_AT: u64 = 20_000;
+/// Lists per corpus.
+pub const LISTS: usize = 256;
+/// Lists a query reads.
+pub const PROBES: usize = 32;
+/// Embeddings the centroids are trained on, at most.
+pub const SAMPLE: usize = 8_192;
+/// Rounds of k-means, at most (it stops sooner once no member moves).
+pub const ROUNDS: usize = 10;
+/// Flat blocks one run of the upkeep moves into lists, per corpus: about
+/// 32,000 signatures, so a run stays around a second.
+pub const DRAIN_BLOCKS: usize = 32;
+/// Embedding dimensions.
+const DIMS: usize = 384;
+/// A centroid's unit-vector components, as integers.
+const SCALE: f32 = 32_767.0;
+
+/// A corpus's centroids: unit vectors of [`DIMS`] components, each stored
+/// as an `i16` of [`SCALE`], centroid after centroid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Centroids {
+    q: Vec<i16>,
+}
+
+impl Centroids {
+    /// Bytes one centroid takes in [`Self::encode`].
+    pub const BYTES_EACH: usize = 2 * DIMS;
+
+    /// Spherical k-means over `sample` (embeddings of [`DIMS`]): at most `k`
+    /// centroids, seeded by [`seeds`]; each round
+    /// assigns every point to the centroid of the highest cosine and sets
+    /// each centroid to its members' normalised mean (a centroid left with
+    /// no member keeps its place). A point of another length, or with a
+    /// component that is not finite, is left out. Deterministic: the same
+    /// sample gives the same centroids.
+    pub fn train(sample: &[Vec<f32>], k: usize, rounds: usize) -> Self {
+        let sample: Vec<&[f32]> =
+            sample.iter().map(Vec::as_slice).filter(|v| v.len() == DIMS && v.iter().all(|x| x.is_finite())).collect();
+        let mut c: Vec<f32> = seeds(&sample, k).into_iter().flat_map(|p| sample[p].iter().copied()).collect();
+        let k = c.len() / DIMS;
+        let mut assigned = vec![usize::MAX; sample.len()];
+        for _ in 0..rounds {
+            let mut moved = false;
+            for (p, v) in sample.iter().enumerate() {
+                let n = nearest_float(&c, v);
+                moved |= assigned[p] != n;
+                assigned[p] = n;
+            }
+            if !moved {
+                break;
+            }
+            let mut sums = vec![0f32; k * DIMS];
+            for (v, &a) in sample.iter().zip(&assigned) {
+                for (s, x) in sums[a * DIMS..(a + 1) * DIMS].iter_mut().zip(v.iter()) {
+                    *s += x;
+                }
+            }
+            for (cj, sj) in c.chunks_exact_mut(DIMS).zip(sums.chunks_exact(DIMS)) {
+                let n = sj.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if n > 0.0 {
+                    for (x, s) in cj.iter_mut().zip(sj) {
+                        *x = s / n;
+                    }
+                }
+            }
+        }
+        // Seeds are unit vectors and so is every mean: each component fits.
+        Centroids { q: c.iter().map(|x| (x * SCALE).round().clamp(-SCALE, SCALE) as i16).collect() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.q.len() / DIMS
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get(&self, j: usize) -> &[i16] {
+        &self.q[j * DIMS..(j + 1) * DIMS]
+    }
+
+    /// The list a signature belongs to: the centroid with the highest dot
+    /// product with the signature's ±1 vector, the lowest on a tie. Integer
+    /// arithmetic, so the answer never depends on the order of the sum.
+    pub fn list_of(&self, sig: &[u64]) -> usize {
+        let score = |j: usize| -> i32 {
+            self.get(j)
+                .iter()
+                .enumerate()
+                .map(|(d, &x)| if sig[d / 64] >> (d % 64) & 1 == 1 { i32::from(x) } else { -i32::from(x) })
+                .sum()
+        };
+        best(self.len(), score)
+    }
+
+    /// [`Self::list_of`] for many signatures, through per-byte tables of
+    /// partial sums (48 lookups per centroid instead of 384 additions),
+    /// one centroid's table (48 KiB) at a time; the same answers.
+    pub fn lists_of(&self, sigs: &[Vec<u64>]) -> Vec<usize> {
+        const BYTES: usize = DIMS / 8;
+        let of: Vec<[u8; BYTES]> =
+            sigs.iter().map(|sig| std::array::from_fn(|k| (sig[k / 8] >> (8 * (k % 8)) & 0xFF) as u8)).collect();
+        let mut top = vec![(i32::MIN, 0usize); sigs.len()];
+        let mut table = vec![0i32; BYTES * 256];
+        for j in 0..self.len() {
+            let c = self.get(j);
+            for (k, row) in table.chunks_exact_mut(256).enumerate() {
+                for (v, t) in row.iter_mut().enumerate() {
+                    *t = (0..8)
+                        .map(|b| if v >> b & 1 == 1 { i32::from(c[8 * k + b]) } else { -i32::from(c[8 * k + b]) })
+                        .sum();
+                }
+            }
+            for (bytes, best) in of.iter().zip(top.iter_mut()) {
+                let score: i32 = bytes.iter().enumerate().map(|(k, &v)| table[k * 256 + usize::from(v)]).sum();
+                if score > best.0 {
+                    *best = (score, j);
+                }
+            }
+        }
+        top.into_iter().map(|t| t.1).collect()
+    }
+
+    /// The `n` lists nearest to a query's embedding (highest dot product
+    /// first, ties by the lower list).
+    pub fn probes(&self, query: &[f32], n: usize) -> Vec<usize> {
+        let mut all: Vec<(f32, usize)> = (0..self.len())
+            .map(|j| (self.get(j).iter().zip(query).map(|(&x, q)| f32::from(x) * q).sum::<f32>(), j))
+            .collect();
+        all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        all.into_iter().take(n).map(|(_, j)| j).collect()
+    }
+
+    /// Little-endian `i16`s, centroid after centroid.
+    pub fn encode(&self) -> Vec<u8> {
+        self.q.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// Decodes [`Self::encode`]'s bytes; none when they are not whole
+    /// centroids, or none at all (a trained corpus has at least one).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.is_empty() || !bytes.len().is_multiple_of(2 * DIMS) {
+            return None;
+        }
+        Some(Centroids { q: bytes.chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]])).collect() })
+    }
+}
+
+/// The k-means++ seeding with a fixed generator: the first point, then each
+/// next seed drawn with odds of its squared distance (1 − cosine) to the
+/// nearest seed so far, so the seeds spread over the sample's clusters. At
+/// most `k`, fewer when the sample has fewer distinct points.
+fn seeds(sample: &[&[f32]], k: usize) -> Vec<usize> {
+    if sample.is_empty() || k == 0 {
+        return Vec::new();
+    }
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let dist = |a: &[f32], b: &[f32]| -> f64 {
+        // A point's cosine to itself may round a little below 1.
+        let d = 1.0 - f64::from(a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>());
+        if d < 1e-6 { 0.0 } else { d * d }
+    };
+    let mut chosen = vec![0];
+    let mut d2: Vec<f64> = sample.iter().map(|p| dist(p, sample[0])).collect();
+    while chosen.len() < k {
+        let total: f64 = d2.iter().sum();
+        // Every point is a seed or a duplicate of one. (NaN is checked too,
+        // though the sample holds only finite points.)
+        if total.is_nan() || total <= 0.0 {
+            break;
+        }
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut at = (state >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let mut next = d2.iter().rposition(|&d| d > 0.0).expect("a point away from the seeds");
+        for (p, &d) in d2.iter().enumerate() {
+            if d > 0.0 && at < d {
+                next = p;
+                break;
+            }
+            at -= d;
+        }
+        chosen.push(next);
+        for (d, p) in d2.iter_mut().zip(sample) {
+            *d = d.min(dist(p, sample[next]));
+        }
+    }
+    chosen
+}
+
+/// The index in `0..n` of the highest score, the lowest on a tie.
+fn best(n: usize, score: impl Fn(usize) -> i32) -> usize {
+    let mut top = (i32::MIN, 0);
+    for j in 0..n {
+        let s = score(j);
+        if s > top.0 {
+            top = (s, j);
+        }
+    }
+    top.1
+}
+
+/// The centroid of the highest dot product with `v` among the float
+/// centroids `c` (training only), the lowest on a tie.
+fn nearest_float(c: &[f32], v: &[f32]) -> usize {
+    let mut top = (f32::NEG_INFINITY, 0);
+    for (j, cj) in c.chunks_exact(DIMS).enumerate() {
+        let s: f32 = cj.iter().zip(v).map(|(a, b)| a * b).sum();
+        if s > top.0 {
+            top = (s, j);
+        }
+    }
+    top.1
+}
+
+/// Which of `n` flat blocks (in block order) the sample reads: `take` of
+/// them spread evenly from the first, so the sample spans the corpus's
+/// whole history rather than its oldest items.
+pub fn sample_blocks(n: usize, take: usize) -> Vec<usize> {
+    if take == 0 {
+        return Vec::new();
+    }
+    if n <= take {
+        return (0..n).collect();
+    }
+    (0..take).map(|i| i * n / take).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fusion::signature;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn unit(&mut self) -> f32 {
+            (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        }
+        fn near(&mut self, centre: &[f32], spread: f32) -> Vec<f32> {
+            let v: Vec<f32> = centre.iter().map(|c| c + spread * self.unit()).collect();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / n).collect()
+        }
+    }
+
+    /// `clusters` random directions, each with `per` points around it.
+    fn clustered(clusters: usize, per: usize, rng: &mut Rng) -> (Vec<Vec<f32>>, Vec<usize>) {
+        let centres: Vec<Vec<f32>> = (0..clusters).map(|_| rng.near(&[0.0; DIMS], 1.0)).collect();
+        let mut points = Vec::new();
+        let mut truth = Vec::new();
+        for _ in 0..per {
+            for (c, centre) in centres.iter().enumerate() {
+                points.push(rng.near(centre, 0.05));
+                truth.push(c);
+            }
+        }
+        (points, truth)
+    }
+
+    #[test]
+    fn training_finds_well_separated_clusters_and_their_signatures_follow() {
+        let mut rng = Rng(7);
+        let (points, truth) = clustered(8, 40, &mut rng);
+        let c = Centroids::train(&points, 8, ROUNDS);
+        assert_eq!(c.len(), 8);
+        // Every cluster's points share one list, and no two clusters do,
+        // whether found from the embedding or from its signature alone.
+        let mut list_of = [usize::MAX; 8];
+        for (p, &t) in points.iter().zip(&truth) {
+            let n = c.list_of(&signature(p));
+            if list_of[t] == usize::MAX {
+                list_of[t] = n;
+            }
+            assert_eq!(list_of[t], n, "cluster {t} split");
+            assert_eq!(c.probes(p, 1), vec![n], "a point's nearest list is its signature's");
+        }
+        let mut lists = list_of.to_vec();
+        lists.sort_unstable();
+        lists.dedup();
+        assert_eq!(lists.len(), 8, "two clusters share a list");
+    }
+
+    #[test]
+    fn training_is_deterministic_and_the_tables_agree_with_the_sum() {
+        let mut rng = Rng(11);
+        let points: Vec<Vec<f32>> = (0..600).map(|_| rng.near(&[0.0; DIMS], 1.0)).collect();
+        let a = Centroids::train(&points, 32, ROUNDS);
+        assert_eq!(a, Centroids::train(&points, 32, ROUNDS));
+        let sigs: Vec<Vec<u64>> = (0..500).map(|_| (0..6).map(|_| rng.next()).collect()).collect();
+        let bulk = a.lists_of(&sigs);
+        for (s, l) in sigs.iter().zip(&bulk) {
+            assert_eq!(a.list_of(s), *l);
+        }
+        let mut used = bulk.clone();
+        used.sort_unstable();
+        used.dedup();
+        assert!(used.len() > 16, "random signatures spread over the lists: {}", used.len());
+    }
+
+    #[test]
+    fn fewer_points_than_lists_gives_one_list_each() {
+        let mut rng = Rng(3);
+        let points: Vec<Vec<f32>> = (0..3).map(|_| rng.near(&[0.0; DIMS], 1.0)).collect();
+        let c = Centroids::train(&points, LISTS, ROUNDS);
+        assert_eq!(c.len(), 3);
+        let mut lists: Vec<usize> = points.iter().map(|p| c.list_of(&signature(p))).collect();
+        for (p, l) in points.iter().zip(&lists) {
+            assert_eq!(c.probes(p, 1), vec![*l], "each point is its own list's centroid");
+        }
+        lists.sort_unstable();
+        assert_eq!(lists, vec![0, 1, 2]);
+        assert!(Centroids::train(&[], LISTS, ROUNDS).is_empty());
+        // A vector of another length, or with NaN, is not a sample point.
+        assert!(Centroids::train(&[vec![1.0; 3]], LISTS, ROUNDS).is_empty());
+        let mut nan = points[0].clone();
+        nan[5] = f32::NAN;
+        assert_eq!(Centroids::train(&[nan, points[1].clone()], LISTS, ROUNDS).len(), 1);
+    }
+
+    #[test]
+    fn probes_are_nearest_first_and_ties_go_to_the_lower_list() {
+        let axis = |d: usize, x: i16| -> Vec<i16> { (0..DIMS).map(|i| if i == d { x } else { 0 }).collect() };
+        let c = Centroids { q: [axis(0, 100), axis(1, 300), axis(0, 200), axis(1, 300)].concat() };
+        let mut q = vec![0.0; DIMS];
+        (q[0], q[1]) = (0.1, 0.9);
+        assert_eq!(c.probes(&q, 3), vec![1, 3, 2]);
+        assert_eq!(c.probes(&q, 10).len(), 4);
+        // Signature of dims 0 and 1 set, the rest clear: every centroid
+        // scores its one component, so the highest wins, the lower on a tie.
+        let sig = vec![0b11, 0, 0, 0, 0, 0];
+        assert_eq!(c.list_of(&sig), 1);
+        assert_eq!(c.lists_of(&[sig]), vec![1]);
+    }
+
+    #[test]
+    fn centroids_round_trip_and_refuse_ragged_bytes() {
+        let mut rng = Rng(5);
+        let points: Vec<Vec<f32>> = (0..4).map(|_| rng.near(&[0.0; DIMS], 1.0)).collect();
+        let c = Centroids::train(&points, 4, ROUNDS);
+        let bytes = c.encode();
+        assert_eq!(bytes.len(), 4 * DIMS * 2);
+        assert_eq!(Centroids::decode(&bytes), Some(c));
+        assert_eq!(Centroids::decode(&bytes[..100]), None);
+        assert_eq!(Centroids::decode(&[]), None);
+    }
+
+    #[test]
+    fn the_sample_spans_the_blocks_evenly() {
+        assert_eq!(sample_blocks(5, 16), vec![0, 1, 2, 3, 4]);
+        assert_eq!(sample_blocks(100, 4), vec![0, 25, 50, 75]);
+        assert_eq!(sample_blocks(3, 0), Vec::<usize>::new());
+        let s = sample_blocks(1000, 16);
+        assert_eq!(s.len(), 16);
+        assert!(s.windows(2).all(|w| w[1] > w[0]) && *s.last().unwrap() < 1000);
+    }
+}

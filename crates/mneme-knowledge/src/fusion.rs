@@ -101,9 +101,9 @@ impl Block {
 }
 
 /// The `n` sequence numbers nearest to `query` by Hamming distance across
-/// `blocks` (ties broken by the newer item). An item read twice (from a
-/// flat block and, once the vector index's upkeep moved it, from its list:
-/// two statements, D-K16) counts once, which may leave one fewer than `n`.
+/// `blocks` (ties broken by the newer item). An item in two blocks counts
+/// once (the store drops such doubles before, D-K16; this keeps the answer
+/// free of them whatever the caller passes), which may leave fewer than `n`.
 pub fn shortlist(query: &[u64], blocks: &[Block], n: usize) -> Vec<i64> {
     let mut all: Vec<(u32, i64)> =
         blocks.iter().flat_map(|b| b.seqs.iter().zip(&b.sigs).map(|(s, sig)| (hamming(query, sig), *s))).collect();

@@ -177,24 +177,33 @@ async fn centroids(sql: &Sql, corpus: &str) -> Result<Option<Centroids>> {
 }
 
 thread_local! {
-    /// Centroids a writer already read, per corpus. An instance serves one
-    /// request (Spin's and the runner's HTTP trigger instantiate per
-    /// request), and a corpus's centroids never change once kept (only
-    /// delete-all removes them, in a request of its own), so a batch of
-    /// documents reads them once, not twice per document. Absence is never
-    /// kept: the upkeep may train them meanwhile.
-    static KEPT: std::cell::RefCell<std::collections::HashMap<String, std::rc::Rc<Centroids>>> =
+    /// Centroids a writer already read, per corpus, with when they were
+    /// trained. An instance lives for many requests (D-F17), and delete-all
+    /// (another stage) removes centroids that a later training replaces, so
+    /// a writer checks the kept ones are still the corpus's (one primary-key
+    /// read of `trained_ms`) before it uses them: a batch of documents reads
+    /// the 196 KB once, not twice per document.
+    static KEPT: std::cell::RefCell<std::collections::HashMap<String, (i64, std::rc::Rc<Centroids>)>> =
         Default::default();
 }
 
-/// [`centroids`] for a writer, read once per instance when there are some.
+/// [`centroids`] for a writer: the kept ones while the corpus's are the
+/// same training, else read again; none when the corpus has none now.
+/// Call under the corpus lock, so they cannot change before the write.
 async fn writer_centroids(sql: &Sql, corpus: &str) -> Result<Option<std::rc::Rc<Centroids>>> {
-    if let Some(c) = KEPT.with(|k| k.borrow().get(corpus).cloned()) {
+    let now = sql.query("SELECT trained_ms FROM vector_centroids WHERE corpus = $1", &[corpus.into()]).await?;
+    let Some(trained_ms) = now.first().map(|r| r.i64("trained_ms")).transpose()? else {
+        KEPT.with(|k| k.borrow_mut().remove(corpus));
+        return Ok(None);
+    };
+    if let Some((at, c)) = KEPT.with(|k| k.borrow().get(corpus).cloned())
+        && at == trained_ms
+    {
         return Ok(Some(c));
     }
     let Some(c) = centroids(sql, corpus).await? else { return Ok(None) };
     let c = std::rc::Rc::new(c);
-    KEPT.with(|k| k.borrow_mut().insert(corpus.to_string(), c.clone()));
+    KEPT.with(|k| k.borrow_mut().insert(corpus.to_string(), (trained_ms, c.clone())));
     Ok(Some(c))
 }
 
@@ -242,13 +251,15 @@ pub async fn index(sql: &Sql, corpus: &str, max_blocks: usize, now_ms: u64) -> R
     }
     let trained = match kept.is_empty() {
         false => None,
-        // Another run is training them: it moves the blocks too.
-        true if !claim_training(sql, corpus, now_ms).await? => {
-            return Ok(IndexStep { corpus: corpus.into(), flat: held, ..Default::default() });
-        }
-        true => {
-            training_sample(sql, corpus, &flat).await?.map(|s| (Centroids::train(&s, ivf::LISTS, ivf::ROUNDS), s.len()))
-        }
+        true => match claim_training(sql, corpus, now_ms).await? {
+            // Another run is training them: it moves the blocks too.
+            None => return Ok(IndexStep { corpus: corpus.into(), flat: held, ..Default::default() }),
+            Some(claim) => training_sample(sql, corpus, &flat).await?.map(|s| Trained {
+                sampled: s.len(),
+                centroids: Centroids::train(&s, ivf::LISTS, ivf::ROUNDS),
+                claim,
+            }),
+        },
     };
     sql.transaction(async |sql: &Sql| {
         move_flat(sql, corpus, trained, max_blocks, now_ms).await.map_err(crate::as_store_error)
@@ -260,16 +271,36 @@ pub async fn index(sql: &Sql, corpus: &str, max_blocks: usize, now_ms: u64) -> R
 /// How long a run may train a corpus's centroids before another may.
 const TRAINING_LEASE_MS: u64 = 120_000;
 
-/// Claims the training of a corpus's centroids for [`TRAINING_LEASE_MS`];
-/// false while another run holds an unexpired claim. One statement, so two
-/// runs cannot both win it.
-async fn claim_training(sql: &Sql, corpus: &str, now_ms: u64) -> Result<bool> {
+/// Centroids a run trained, how many embeddings they were drawn from and
+/// the claim it trained under.
+struct Trained {
+    centroids: Centroids,
+    sampled: usize,
+    claim: i64,
+}
+
+/// Claims the training of a corpus's centroids for [`TRAINING_LEASE_MS`]
+/// and returns the claim (its end); none while another run holds an
+/// unexpired one. One statement, so two runs cannot both win it.
+async fn claim_training(sql: &Sql, corpus: &str, now_ms: u64) -> Result<Option<i64>> {
+    let until = (now_ms + TRAINING_LEASE_MS) as i64;
     let rows = sql
         .query(
             "INSERT INTO vector_training (corpus, until_ms) VALUES ($1, $2)
              ON CONFLICT (corpus) DO UPDATE SET until_ms = excluded.until_ms WHERE vector_training.until_ms < $3
              RETURNING corpus",
-            &[corpus.into(), ((now_ms + TRAINING_LEASE_MS) as i64).into(), (now_ms as i64).into()],
+            &[corpus.into(), until.into(), (now_ms as i64).into()],
+        )
+        .await?;
+    Ok((!rows.is_empty()).then_some(until))
+}
+
+/// Whether the training claim ending at `claim` is still the corpus's.
+async fn still_claimed(sql: &Sql, corpus: &str, claim: i64) -> Result<bool> {
+    let rows = sql
+        .query(
+            "SELECT until_ms FROM vector_training WHERE corpus = $1 AND until_ms = $2",
+            &[corpus.into(), claim.into()],
         )
         .await?;
     Ok(!rows.is_empty())
@@ -321,12 +352,12 @@ async fn flat_blocks(sql: &Sql, corpus: &str) -> Result<Vec<(i64, u64)>> {
 }
 
 /// Under the corpus lock: keeps freshly `trained` centroids unless another
-/// run kept some first, then moves at most `max_blocks` flat blocks into
-/// the lists of their signatures.
+/// run kept some first or their claim is gone, then moves at most
+/// `max_blocks` flat blocks into the lists of their signatures.
 async fn move_flat(
     sql: &Sql,
     corpus: &str,
-    trained: Option<(Centroids, usize)>,
+    trained: Option<Trained>,
     max_blocks: usize,
     now_ms: u64,
 ) -> Result<IndexStep> {
@@ -336,16 +367,17 @@ async fn move_flat(
     step.flat = flat.iter().map(|f| f.1).sum();
     let c = match (centroids(sql, corpus).await?, trained) {
         (Some(c), _) => c,
-        // Kept only while the corpus still holds what they were drawn from
-        // (a delete-all while they trained leaves the corpus empty).
-        (None, Some((c, sampled))) if !c.is_empty() && step.flat >= ivf::TRAIN_AT => {
+        // Kept only under the claim they were trained under: a delete-all
+        // while they trained deletes the claim with what they were drawn
+        // from, and so does a run that outlived its lease.
+        (None, Some(t)) if !t.centroids.is_empty() && still_claimed(sql, corpus, t.claim).await? => {
             sql.execute(
                 "INSERT INTO vector_centroids (corpus, centroids, trained_on, trained_ms) VALUES ($1, $2, $3, $4)",
-                &[corpus.into(), c.encode().into(), (sampled as i64).into(), (now_ms as i64).into()],
+                &[corpus.into(), t.centroids.encode().into(), (t.sampled as i64).into(), (now_ms as i64).into()],
             )
             .await?;
             step.trained = true;
-            c
+            t.centroids
         }
         (None, _) => return Ok(step),
     };
@@ -491,7 +523,10 @@ pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
     let mut lists = vec![FLAT];
     if let Some(c) = writer_centroids(sql, corpus).await? {
         for (_, _, e) in embeddings(sql, &seqs).await? {
-            lists.push(c.list_of(&fusion::signature(&e)) as i64);
+            // A stored embedding of another length has no list (put refuses one).
+            if e.len() == crate::EMBEDDING_DIM {
+                lists.push(c.list_of(&fusion::signature(&e)) as i64);
+            }
         }
     }
     let params: Vec<Value> = seqs.iter().map(|s| Value::from(*s)).collect();
@@ -825,8 +860,15 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32]) -> Result<
     if !probed.is_empty() {
         let rows =
             sql.query(&format!("SELECT seqs, sigs FROM vector_blocks WHERE {}", probed.join(" OR ")), &params).await?;
+        // A move that committed between the two reads put items already
+        // read from flat blocks into lists: each is scanned once.
+        let flat: std::collections::HashSet<i64> = blocks.iter().flat_map(|b| b.seqs.iter().copied()).collect();
         for r in &rows {
-            blocks.push(decode(r)?);
+            let mut b = decode(r)?;
+            if !flat.is_empty() {
+                b.retain(|s| !flat.contains(&s));
+            }
+            blocks.push(b);
         }
     }
     Ok(blocks)

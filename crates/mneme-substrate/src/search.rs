@@ -44,6 +44,7 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
             format!("an embedding of {} dimensions, not {}", embedding.len(), crate::EMBEDDING_DIM),
         ));
     }
+    lock(sql, corpus).await?;
     let rows = sql
         .query(
             "INSERT INTO search_index (corpus, ref_id, title, body, context, meta, created_ms)
@@ -83,12 +84,11 @@ enum Count {
 /// block lock, so two writers of a corpus never touch the same lexeme rows
 /// at once (and never wait on each other's rows in two orders). A lexeme no
 /// item holds any more is deleted. SQLite counts from its FTS5 index
-/// instead, so there this does nothing.
+/// instead, so there this does nothing. Call under the corpus lock.
 async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Result<()> {
     if sql.kind() != SqlKind::Postgres {
         return Ok(());
     }
-    lock(sql, corpus).await?;
     let item_terms = "SELECT l, count(*) AS n FROM search_index, unnest(tsvector_to_array(tsv)) AS l
                       WHERE corpus = $1 AND ref_id = $2 GROUP BY l";
     let params = [Value::from(corpus), Value::from(ref_id)];
@@ -134,8 +134,8 @@ async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Res
 /// document batches lost signatures or collided on a new block's key (a
 /// 500). The centroids are read under the lock, so an item added while
 /// [`index`] trains them lands in a list, or flat where [`index`] moves it.
+/// Call under that lock ([`put`] takes it).
 async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> Result<()> {
-    lock(sql, corpus).await?;
     let list = match writer_centroids(sql, corpus).await? {
         Some(c) => c.list_of(&sig) as i64,
         None => FLAT,
@@ -254,11 +254,11 @@ pub async fn index(sql: &Sql, corpus: &str, max_blocks: usize, now_ms: u64) -> R
         true => match claim_training(sql, corpus, now_ms).await? {
             // Another run is training them: it moves the blocks too.
             None => return Ok(IndexStep { corpus: corpus.into(), flat: held, ..Default::default() }),
-            Some(claim) => training_sample(sql, corpus, &flat).await?.map(|s| Trained {
-                sampled: s.len(),
-                centroids: Centroids::train(&s, ivf::LISTS, ivf::ROUNDS),
-                claim,
-            }),
+            // Past the early return, an untrained corpus holds TRAIN_AT.
+            Some(claim) => {
+                let s = training_sample(sql, corpus, &flat).await?;
+                Some(Trained { sampled: s.len(), centroids: Centroids::train(&s, ivf::LISTS, ivf::ROUNDS), claim })
+            }
         },
     };
     sql.transaction(async |sql: &Sql| {
@@ -307,13 +307,9 @@ async fn still_claimed(sql: &Sql, corpus: &str, claim: i64) -> Result<bool> {
 }
 
 /// The embeddings the centroids are trained on: those of the items in
-/// flat blocks spread evenly over the corpus's flat blocks, at most
-/// [`ivf::SAMPLE`]; none while the corpus holds fewer than
-/// [`ivf::TRAIN_AT`] flat signatures.
-async fn training_sample(sql: &Sql, corpus: &str, flat: &[(i64, u64)]) -> Result<Option<Vec<Vec<f32>>>> {
-    if flat.iter().map(|f| f.1).sum::<u64>() < ivf::TRAIN_AT {
-        return Ok(None);
-    }
+/// flat blocks spread evenly over the corpus's `flat` blocks, at most
+/// [`ivf::SAMPLE`].
+async fn training_sample(sql: &Sql, corpus: &str, flat: &[(i64, u64)]) -> Result<Vec<Vec<f32>>> {
     let picked: Vec<i64> = ivf::sample_blocks(flat.len(), ivf::SAMPLE.div_ceil(fusion::BLOCK_SIZE))
         .into_iter()
         .map(|i| flat[i].0)
@@ -336,7 +332,7 @@ async fn training_sample(sql: &Sql, corpus: &str, flat: &[(i64, u64)]) -> Result
             sample.push(bytes_f32(&r.blob("embedding")?));
         }
     }
-    Ok(Some(sample))
+    Ok(sample)
 }
 
 /// A corpus's flat blocks and how many signatures each holds, in order.
@@ -517,9 +513,9 @@ pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
     if seqs.is_empty() {
         return Ok(0);
     }
+    lock(sql, corpus).await?;
     count_terms(sql, corpus, ref_id, Count::Remove).await?;
     // The lists the signatures are in follow from the embeddings (D-K16).
-    lock(sql, corpus).await?;
     let mut lists = vec![FLAT];
     if let Some(c) = writer_centroids(sql, corpus).await? {
         for (_, _, e) in embeddings(sql, &seqs).await? {
@@ -543,9 +539,9 @@ pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
 /// left empty is deleted. The blocks are looked for in `lists` (the flat
 /// blocks and the lists of the items' embeddings), by the bounds index; one
 /// written before it (NULL bounds) is read, and gets its bounds on the way.
+/// Call under the corpus lock ([`remove`] takes it).
 async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64], lists: &[i64]) -> Result<()> {
     let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else { return Ok(()) };
-    lock(sql, corpus).await?;
     let mut params: Vec<Value> = vec![corpus.into(), lo.into(), hi.into()];
     params.extend(lists.iter().map(|l| Value::from(*l)));
     let rows = sql
@@ -576,6 +572,7 @@ async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64], lists: &[i64]) -
 /// Rewrites an item's text (its embedding is unchanged). Call inside a
 /// transaction: the text and its term counts change together.
 pub async fn retext(sql: &Sql, corpus: &str, ref_id: &str, title: &str, body: &str) -> Result<()> {
+    lock(sql, corpus).await?;
     count_terms(sql, corpus, ref_id, Count::Remove).await?;
     sql.execute(
         "UPDATE search_index SET title = $3, body = $4 WHERE corpus = $1 AND ref_id = $2",

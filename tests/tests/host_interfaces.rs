@@ -309,6 +309,26 @@ fn each_request_logs_method_path_component_status_and_duration() {
 }
 
 #[test]
+fn a_guests_lines_reach_the_log_whole_while_other_instances_write() {
+    mneme_e2e::runner_only!("its line-at-a-time guest output");
+    // One request per instance, so each line has one writer; twelve at once,
+    // each writing its line in four pieces.
+    let app = App::start_with(PROBE, &[], &["--max-instance-concurrent-reuse-count", "1"]).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..12 {
+            let app = &app;
+            s.spawn(move || assert_eq!(app.get(&format!("/say?id={i}")).body, "said"));
+        }
+    });
+    app.wait_log("say 11: one two three end", Duration::from_secs(2));
+    let log = app.log();
+    for i in 0..12 {
+        let whole = format!("say {i}: one two three end");
+        assert_eq!(log.lines().filter(|l| *l == whole).count(), 1, "`{whole}` as a line of its own in:\n{log}");
+    }
+}
+
+#[test]
 fn apps_spin_would_refuse_are_refused_at_load() {
     mneme_e2e::runner_only!("its load-time wording (checked against Spin's source, D-F27)");
     let dir = tempfile::tempdir().unwrap();

@@ -41,6 +41,7 @@ use wasmtime_wasi_http::p3::{WasiHttpCtxView, WasiHttpHooks};
 
 use crate::budget::{Budget, Lease};
 use crate::host::{Capabilities, Services, SpinCtx};
+use crate::stdio::{Lines, Target};
 
 /// Limits applied to each instance and request.
 #[derive(Debug, Clone)]
@@ -286,7 +287,7 @@ impl Instances {
         let c = &self.component;
         let scope = Arc::new(crate::otel::Scope::default());
         let mut wasi = WasiCtxBuilder::new();
-        wasi.inherit_stdout().inherit_stderr();
+        wasi.stdout(Lines::new(Target::Stdout)).stderr(Lines::new(Target::Stderr));
         for (k, v) in &c.env {
             wasi.env(k, v);
         }

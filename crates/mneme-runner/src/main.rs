@@ -16,6 +16,7 @@ mod instance;
 mod log;
 mod otel;
 mod server;
+mod stdio;
 
 use mneme_manifest::{manifest, outbound, routes, runtime_config, variables};
 

@@ -9,6 +9,25 @@ pub fn locomo() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
 }
 
+/// Every LoCoMo turn of eight words or more, in order: what the knowledge
+/// benchmarks ingest as positions.
+pub fn locomo_turns(data: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for conv in data.as_array().unwrap() {
+        let c = &conv["conversation"];
+        for n in 1.. {
+            let Some(s) = c.get(format!("session_{n}")).and_then(serde_json::Value::as_array) else { break };
+            for t in s {
+                let text = t["text"].as_str().unwrap_or_default();
+                if text.split_whitespace().count() >= 8 {
+                    out.push(text.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The value after `name` on the command line (`--runs 300`).
 pub fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();

@@ -95,7 +95,7 @@ impl Linear {
     }
 }
 
-fn simd_available() -> bool {
+pub(crate) fn simd_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")

@@ -63,6 +63,7 @@ struct Norm {
 
 impl Norm {
     /// Normalises each row of `x` in place.
+    #[inline(always)]
     fn apply(&self, x: &mut [f32]) {
         let h = self.gamma.len() as f32;
         for row in x.chunks_exact_mut(self.gamma.len()) {
@@ -97,6 +98,9 @@ pub struct MiniLm {
     token_type: Vec<f32>,
     embedding_norm: Norm,
     layers: Vec<Layer>,
+    /// AVX2 and FMA are there: the element-wise loops are compiled for them.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    simd: bool,
 }
 
 /// Reads named tensors out of a safetensors file, with or without the
@@ -184,6 +188,7 @@ impl MiniLm {
             token_type: token_types[..h].to_vec(),
             embedding_norm: w.norm("embeddings.LayerNorm", h, eps)?,
             layers,
+            simd: kernel::simd_available(),
         })
     }
 
@@ -200,6 +205,25 @@ impl MiniLm {
     /// The unit-length sentence embedding of one tokenised sentence
     /// (special tokens included, no padding).
     pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is true only when the CPU reported AVX2 and FMA.
+            return unsafe { self.embed_avx2(ids) };
+        }
+        self.forward(ids)
+    }
+
+    /// [`Self::forward`] with the element-wise loops (attention, GELU, the
+    /// norms) compiled for eight lanes instead of the baseline's four. No
+    /// multiply and add is fused here, so the results are the same bits.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn embed_avx2(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
+        self.forward(ids)
+    }
+
+    #[inline(always)]
+    fn forward(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
         let (m, h) = (ids.len(), self.hidden);
         if m == 0 {
             return Err(Error::Empty);
@@ -254,35 +278,82 @@ impl MiniLm {
     }
 }
 
+#[inline(always)]
 fn add_into(acc: &mut [f32], x: &[f32]) {
     acc.iter_mut().zip(x).for_each(|(a, b)| *a += b);
 }
 
-/// GELU as BERT defines it: `x · Φ(x)` with the exact normal CDF.
+/// GELU as BERT defines it, `x · Φ(x)` with the exact normal CDF, to
+/// within 3·10⁻⁷ of it per unit of `|x|` (see [`erf`]).
+#[inline(always)]
 fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2))
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// The error function by Abramowitz and Stegun 7.1.26 (absolute error at
+/// most 1.5·10⁻⁷ in exact arithmetic, 5.1·10⁻⁷ measured in `f32`), with no
+/// branch, so a loop over a slice compiles to vector
+/// instructions. `libm::erff` is exact to the last bit, and over a sentence
+/// of 50 tokens its 460,000 calls took an eighth of the forward pass.
+#[inline(always)]
+fn erf(x: f32) -> f32 {
+    const P: f32 = 0.327_591_1;
+    const A: [f32; 5] = [0.254_829_6, -0.284_496_74, 1.421_413_8, -1.453_152, 1.061_405_4];
+    let a = x.abs();
+    let t = 1.0 / (1.0 + P * a);
+    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
+    (1.0 - poly * exp(-a * a)).copysign(x)
+}
+
+/// `eᶻ` to within 2 units in the last place, with no branch: `z = n·ln 2 + r`
+/// with `|r| ≤ ln 2 / 2`, a degree-7 polynomial for `eʳ`, and `2ⁿ` built in
+/// the exponent bits. Arguments are clamped to [-87, 88], where `eᶻ` is a
+/// normal float.
+#[inline(always)]
+fn exp(z: f32) -> f32 {
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    // Adding and taking away 1.5·2²³ rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    let z = z.clamp(-87.0, 88.0);
+    let n = (z * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let r = (z - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r / 5040.0))))));
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
 /// Multi-head self-attention over `qkv` (`m` rows of `[q | k | v]`, each
 /// `h` wide), written to `out` (`m × h`).
+///
+/// Each head's keys are first copied out transposed (`dh` rows of `m`), so
+/// a query's `m` scores are built as `dh` passes of `score += q[d] · kᵀ[d]`
+/// over contiguous memory: element-wise work the compiler turns into vector
+/// instructions, where one dot product per key was a chain of dependent
+/// additions.
+#[inline(always)]
 fn attention(qkv: &[f32], m: usize, h: usize, heads: usize, out: &mut [f32]) {
     let dh = h / heads;
     let scale = 1.0 / (dh as f32).sqrt();
     let row = |j: usize, part: usize, head: usize| &qkv[j * 3 * h + part * h + head * dh..][..dh];
+    let mut keys = vec![0.0f32; dh * m];
     let mut weights = vec![0.0f32; m];
     for head in 0..heads {
+        for j in 0..m {
+            for (d, &k) in row(j, 1, head).iter().enumerate() {
+                keys[d * m + j] = k;
+            }
+        }
         for i in 0..m {
-            let q = row(i, 0, head);
-            let mut max = f32::NEG_INFINITY;
-            for (j, w) in weights.iter_mut().enumerate() {
-                *w = q.iter().zip(row(j, 1, head)).map(|(a, b)| a * b).sum::<f32>() * scale;
-                max = max.max(*w);
+            weights.fill(0.0);
+            for (&q, column) in row(i, 0, head).iter().zip(keys.chunks_exact(m)) {
+                let q = q * scale;
+                weights.iter_mut().zip(column).for_each(|(w, k)| *w += q * k);
             }
-            let mut total = 0.0;
-            for w in weights.iter_mut() {
-                *w = (*w - max).exp();
-                total += *w;
-            }
+            let max = weights.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            weights.iter_mut().for_each(|w| *w = exp(*w - max));
+            let total: f32 = weights.iter().sum();
             let o = &mut out[i * h + head * dh..][..dh];
             o.fill(0.0);
             for (j, w) in weights.iter().enumerate() {
@@ -304,6 +375,57 @@ mod tests {
         {
             assert!((gelu(x) - want).abs() < 1e-4, "gelu({x}) = {} vs {want}", gelu(x));
         }
+    }
+
+    #[test]
+    fn erf_and_exp_agree_with_the_exact_functions() {
+        let mut worst_erf = 0.0f32;
+        let mut worst_exp = 0.0f32;
+        for i in -100_000..=100_000 {
+            let x = i as f32 * 1e-4 * 6.0;
+            worst_erf = worst_erf.max((erf(x) - libm::erff(x)).abs());
+            let z = i as f32 * 1e-5 * 87.0;
+            worst_exp = worst_exp.max(((exp(z) - libm::expf(z)) / libm::expf(z)).abs());
+        }
+        assert!(worst_erf < 6e-7, "erf is off by {worst_erf}");
+        assert!(worst_exp < 3e-7, "exp is off by {worst_exp} (relative)");
+        assert_eq!(erf(0.0), 0.0);
+        assert_eq!((erf(-20.0), erf(20.0)), (-1.0, 1.0));
+        assert!(exp(-1000.0) == exp(-87.0) && exp(-87.0) > 0.0, "clamped to a normal float");
+    }
+
+    /// The loops as `embed_avx2` compiles them.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn attention_and_gelu_avx2(qkv: &[f32], m: usize, out: &mut [f32]) {
+        attention(qkv, m, 384, 12, out);
+        out.iter_mut().for_each(|v| *v = gelu(*v));
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_avx2_build_of_the_loops_gives_the_same_bits() {
+        if !kernel::simd_available() {
+            eprintln!("this CPU has no AVX2 and FMA: only the portable build runs here");
+            return;
+        }
+        let m = 37;
+        let mut state = 0x9e37_79b9_u32;
+        let qkv: Vec<f32> = (0..m * 3 * 384)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                (state as f32 / u32::MAX as f32 - 0.5) * 6.0
+            })
+            .collect();
+        let mut plain = vec![0.0; m * 384];
+        attention(&qkv, m, 384, 12, &mut plain);
+        plain.iter_mut().for_each(|v| *v = gelu(*v));
+        let mut wide = vec![0.0; m * 384];
+        // SAFETY: the CPU reported AVX2 and FMA above.
+        unsafe { attention_and_gelu_avx2(&qkv, m, &mut wide) };
+        assert!(plain.iter().zip(&wide).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 
     #[test]

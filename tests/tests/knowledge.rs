@@ -1241,3 +1241,74 @@ fn the_timeline_counts_entries_per_type_by_the_day_they_were_recorded() {
         }
     }
 }
+
+/// D-K17: once the knowledge corpus's lists are trained, an ingest's search
+/// for a claim's neighbours reads only the few lists nearest to it, beside
+/// the full-text read. Among 20,000 other entries a restatement with other
+/// reasoning still merges into the entry it restates, and its opposite
+/// (other reasoning again) still supersedes it.
+#[test]
+fn a_trained_knowledge_corpus_still_merges_restatements_and_supersedes_contradictions() {
+    let filler_texts: Vec<String> =
+        (0..50).map(|i| format!("routine log line {i} about nothing in particular")).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let served = mneme_e2e::without_crons(dir.path(), &["index"]);
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let model = FakeModel::start(Script::default());
+        let mut env = test_env(&b, Some(&model));
+        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+        let app = App::start(&served, &env);
+        let say = |position: &str, reasoning: &str, text: &str, date: &str| {
+            model.route(
+                EXTRACT,
+                candidates(json!([{"type": "standard", "topic": "Small pull requests", "position": position,
+                    "reasoning": reasoning, "confidence": "medium", "tags": ["review"]}])),
+            );
+            finish(&app, &ingest(&app, text, date))
+        };
+        let first = say(
+            "Always keep pull requests under 400 lines",
+            "reviewers miss bugs in big diffs",
+            "transcript one",
+            "2026-11-01",
+        );
+        let id = outcome(&first, 0)["entry_id"].as_str().unwrap().to_string();
+        mneme_e2e::seed::filler(
+            &b,
+            app.state.path(),
+            "knowledge",
+            20_000,
+            &filler_texts,
+            &mut mneme_e2e::seed::Rng(11),
+        );
+        let mut runs = 0;
+        while index_run(&app, "knowledge")["flat"] != 0 {
+            runs += 1;
+            assert!(runs < 60, "{backend:?}: the upkeep did not finish");
+        }
+        let flat = "SELECT count(*) FROM vector_blocks WHERE corpus = 'knowledge' AND list < 0";
+        assert_eq!(db_count(&app, &b, flat), 0, "{backend:?}: every knowledge signature is in a list");
+
+        let again = say(
+            "Always keep pull requests under 400 lines",
+            "small changes ship sooner and roll back cleanly",
+            "transcript two",
+            "2026-11-01",
+        );
+        assert_eq!(
+            (outcome(&again, 0)["outcome"].as_str(), outcome(&again, 0)["into"].as_str()),
+            (Some("merged"), Some(id.as_str())),
+            "{backend:?}: {again}"
+        );
+        assert_eq!(entry(&app, &id)["corroboration_count"], 2, "{backend:?}");
+        let opposite = say(
+            "Never keep pull requests under 400 lines",
+            "splitting work hides the design from the reviewer",
+            "transcript three",
+            "2026-11-20",
+        );
+        assert_eq!(outcome(&opposite, 0)["supersedes"], json!([id]), "{backend:?}: {opposite}");
+        assert_eq!(entry(&app, &id)["superseded_by"], outcome(&opposite, 0)["entry_id"], "{backend:?}");
+    }
+}

@@ -14,6 +14,7 @@ use crate::entries::{CORPUS, ENTRY_COLUMNS, bad_row, entries_by_id, identity_tex
 use mneme_knowledge::entry::{self, Confidence, Entry, KnowledgeType};
 use mneme_knowledge::fusion::{self, Mode};
 use mneme_knowledge::governor::{self, Action, Neighbour, Stance};
+use mneme_knowledge::ivf;
 use mneme_knowledge::job::{Outcome, OutcomeKind, Report, Source};
 use mneme_knowledge::patterns::{self, Resolution};
 use mneme_knowledge::text;
@@ -230,7 +231,9 @@ pub async fn prepare(candidates: &[String], merge_threshold: f32) -> Result<Vec<
 
 /// The most similar active entries by the claim's embedding: the top
 /// [`governor::STANCE_NEIGHBOURS`] at cosine ≥ 0.5, plus the best same-type
-/// entry when it is a merge candidate outside them.
+/// entry when it is a merge candidate outside them. The candidates come
+/// from the same hybrid search as `/retrieve`, reading
+/// [`ivf::NEIGHBOUR_PROBES`] lists of a trained corpus instead of 32 (D-K17).
 async fn neighbours(
     sql: &Sql,
     c: &Candidate,
@@ -239,7 +242,8 @@ async fn neighbours(
     merge_threshold: f32,
 ) -> Result<Vec<NeighbourView>> {
     let query = format!("{} {}", c.topic, c.position);
-    let found = search::candidates(sql, &[CORPUS], &query, retrieval, Mode::Hybrid).await?;
+    let found =
+        search::candidates_probing(sql, &[CORPUS], &query, retrieval, Mode::Hybrid, ivf::NEIGHBOUR_PROBES).await?;
     let ids: Vec<String> =
         found.fused.iter().take(fusion::pool(10)).filter_map(|f| found.get(f.0).map(|x| x.0.clone())).collect();
     if ids.is_empty() {

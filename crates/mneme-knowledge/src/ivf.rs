@@ -20,6 +20,11 @@ pub const TRAIN_AT: u64 = 20_000;
 pub const LISTS: usize = 256;
 /// Lists a query reads.
 pub const PROBES: usize = 32;
+/// Lists the ingest's search for a claim's near neighbours reads (D-K17):
+/// a restatement (cosine 0.85 and more) sits in the lists nearest the claim,
+/// where a question's answers are spread wider; the full-text read beside it
+/// finds the claims that share its words.
+pub const NEIGHBOUR_PROBES: usize = 4;
 /// Embeddings the centroids are trained on, at most.
 pub const SAMPLE: usize = 8_192;
 /// Rounds of k-means, at most (it stops sooner once no member moves).

@@ -177,14 +177,35 @@ async fn centroids(sql: &Sql, corpus: &str) -> Result<Option<Centroids>> {
 }
 
 thread_local! {
-    /// Centroids a writer already read, per corpus, with when they were
-    /// trained. An instance lives for many requests (D-F17), and delete-all
-    /// (another stage) removes centroids that a later training replaces, so
-    /// a writer checks the kept ones are still the corpus's (one primary-key
-    /// read of `trained_ms`) before it uses them: a batch of documents reads
-    /// the 196 KB once, not twice per document.
+    /// Centroids already read, per corpus, with when they were trained. An
+    /// instance lives for many requests (D-F17), and delete-all (another
+    /// stage) removes centroids that a later training replaces, so a reader
+    /// or writer checks the kept ones are still the corpus's (its
+    /// `trained_ms`: a query reads it with the flat blocks, a writer by one
+    /// primary-key read) before it uses them: a query or a write reads the
+    /// 196 KB once per training, not every time.
     static KEPT: std::cell::RefCell<std::collections::HashMap<String, (i64, std::rc::Rc<Centroids>)>> =
         Default::default();
+}
+
+/// The corpus's centroids when those kept are of the training at
+/// `trained_ms`; else read again (and kept with the training they are of).
+async fn kept_centroids(sql: &Sql, corpus: &str, trained_ms: i64) -> Result<Option<std::rc::Rc<Centroids>>> {
+    if let Some((at, c)) = KEPT.with(|k| k.borrow().get(corpus).cloned())
+        && at == trained_ms
+    {
+        return Ok(Some(c));
+    }
+    let rows =
+        sql.query("SELECT centroids, trained_ms FROM vector_centroids WHERE corpus = $1", &[corpus.into()]).await?;
+    let Some(row) = rows.first() else {
+        KEPT.with(|k| k.borrow_mut().remove(corpus));
+        return Ok(None);
+    };
+    let c = std::rc::Rc::new(decode_centroids(&row.blob("centroids")?)?);
+    let at = row.i64("trained_ms")?;
+    KEPT.with(|k| k.borrow_mut().insert(corpus.to_string(), (at, c.clone())));
+    Ok(Some(c))
 }
 
 /// [`centroids`] for a writer: the kept ones while the corpus's are the
@@ -196,15 +217,7 @@ async fn writer_centroids(sql: &Sql, corpus: &str) -> Result<Option<std::rc::Rc<
         KEPT.with(|k| k.borrow_mut().remove(corpus));
         return Ok(None);
     };
-    if let Some((at, c)) = KEPT.with(|k| k.borrow().get(corpus).cloned())
-        && at == trained_ms
-    {
-        return Ok(Some(c));
-    }
-    let Some(c) = centroids(sql, corpus).await? else { return Ok(None) };
-    let c = std::rc::Rc::new(c);
-    KEPT.with(|k| k.borrow_mut().insert(corpus.to_string(), (trained_ms, c.clone())));
-    Ok(Some(c))
+    kept_centroids(sql, corpus, trained_ms).await
 }
 
 fn decode_centroids(bytes: &[u8]) -> Result<Centroids> {
@@ -617,6 +630,20 @@ impl Candidates {
 /// then one read of every candidate's embedding and ref id. The caller
 /// embeds the query before the reads start (D-K9).
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
+    candidates_probing(sql, corpora, query, embedding, mode, ivf::PROBES).await
+}
+
+/// [`candidates`], reading the `probes` lists nearest to the embedding of a
+/// corpus whose vector index is trained: a search for a claim's near
+/// neighbours needs fewer lists than a question does (D-K17).
+pub async fn candidates_probing(
+    sql: &Sql,
+    corpora: &[&str],
+    query: &str,
+    embedding: &[f32],
+    mode: Mode,
+    probes: usize,
+) -> Result<Candidates> {
     let mut c = Candidates::default();
     let query_sig = fusion::signature(embedding);
     let t1 = mneme_time::clock::system_ms();
@@ -632,7 +659,7 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
         },
         async {
             let r = match mode.uses_vector() {
-                true => signature_blocks(sql, corpora, embedding).await,
+                true => signature_blocks(sql, corpora, embedding, probes).await,
                 false => Ok(Vec::new()),
             };
             (r, since(t1))
@@ -817,10 +844,11 @@ async fn window_start(sql: &Sql, corpora: &[&str]) -> Result<i64> {
 
 /// The signature blocks a query reads, for the Hamming shortlist: each
 /// corpus's flat blocks, and, of a corpus whose centroids are trained, the
-/// [`ivf::PROBES`] lists nearest to the `query` embedding (D-K16). One
-/// statement reads the flat blocks with the centroids; a second the lists,
-/// when there are any.
-async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32]) -> Result<Vec<Block>> {
+/// `probes` lists nearest to the `query` embedding (D-K16). One
+/// statement reads the flat blocks with when each corpus's centroids were
+/// trained (the centroids themselves are kept, [`kept_centroids`]); a second
+/// the lists, when there are any.
+async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: usize) -> Result<Vec<Block>> {
     if corpora.is_empty() {
         return Ok(Vec::new());
     }
@@ -829,10 +857,10 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32]) -> Result<
     let rows = sql
         .query(
             &format!(
-                "SELECT corpus, {CENTROIDS} AS list, centroids AS seqs, NULL AS sigs FROM vector_centroids
+                "SELECT corpus, {CENTROIDS} AS list, NULL AS seqs, NULL AS sigs, trained_ms FROM vector_centroids
                  WHERE corpus IN ({corpus_list})
                  UNION ALL
-                 SELECT corpus, list, seqs, sigs FROM vector_blocks WHERE corpus IN ({corpus_list}) AND list = {FLAT}"
+                 SELECT corpus, list, seqs, sigs, 0 FROM vector_blocks WHERE corpus IN ({corpus_list}) AND list = {FLAT}"
             ),
             &params,
         )
@@ -845,11 +873,13 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32]) -> Result<
             blocks.push(decode(r)?);
             continue;
         }
-        let lists = decode_centroids(&r.blob("seqs")?)?.probes(query, ivf::PROBES);
+        let corpus = r.text("corpus")?;
+        let Some(centroids) = kept_centroids(sql, &corpus, r.i64("trained_ms")?).await? else { continue };
+        let lists = centroids.probes(query, probes);
         if lists.is_empty() {
             continue;
         }
-        params.push(r.text("corpus")?.into());
+        params.push(corpus.into());
         let first = params.len() + 1;
         probed.push(format!("(corpus = ${} AND list IN ({}))", first - 1, in_list(first, lists.len())));
         params.extend(lists.into_iter().map(|l| Value::from(l as i64)));

@@ -8,7 +8,12 @@
 //! share of its evidence turns found), with the share of signatures each
 //! query reads. No HTTP, no store: the same pure functions the store calls.
 //!
-//! Usage: bench-ivf [--items 40000] [--threads 2] [--cache FILE]   (weights
+//! Then the ingest's neighbour search (D-K17): every 40th item stands for a
+//! new claim, and its neighbours are the other items at cosine ≥ 0.5, best
+//! [`STANCE_NEIGHBOURS`] first. Recall of those exact neighbours by the
+//! vector generator, flat and at several probe counts.
+//!
+//! Usage: bench-ivf [--items 40000] [--threads 2] [--cache FILE] [--neighbours-only]   (weights
 //! from $MNEME_MODELS_DIR, else ~/.cache/mneme/ai-models; `--cache` keeps the
 //! embeddings, which take minutes, for the next run)
 
@@ -17,6 +22,8 @@ use std::time::Instant;
 
 use mneme_e2e::bench::{arg, locomo};
 use mneme_knowledge::fusion::{Block, SHORTLIST, shortlist, signature};
+
+use mneme_knowledge::governor::{MERGE_COSINE_DEFAULT, STANCE_MIN_COSINE, STANCE_NEIGHBOURS};
 use mneme_knowledge::ivf::{self, Centroids};
 
 fn main() {
@@ -207,6 +214,93 @@ fn main() {
             .collect();
         (got, read)
     };
+    // The ingest's neighbours: exact, then by the generator (the claim
+    // itself left out, as a new claim is not yet stored).
+    let claims: Vec<usize> = (0..items).step_by(40).collect();
+    let near = |i: usize, found: &mut Vec<(f32, usize)>| -> Vec<usize> {
+        found.retain(|f| f.1 != i && f.0 >= STANCE_MIN_COSINE);
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        found.iter().take(STANCE_NEIGHBOURS).map(|f| f.1).collect()
+    };
+    let exact: Vec<Vec<usize>> = claims
+        .iter()
+        .map(|&i| near(i, &mut vectors.iter().enumerate().map(|(j, v)| (dot(&vectors[i], v), j)).collect()))
+        .collect();
+    let wanted: usize = exact.iter().map(Vec::len).sum();
+    let is_merge = |i: usize, j: usize| dot(&vectors[i], &vectors[j]) >= MERGE_COSINE_DEFAULT;
+    let by_generator = |i: usize, blocks: &[Block]| -> Vec<usize> {
+        let q = &vectors[i];
+        near(
+            i,
+            &mut shortlist(&signature(q), blocks, SHORTLIST)
+                .into_iter()
+                .map(|s| (dot(q, &vectors[s as usize]), s as usize))
+                .collect(),
+        )
+    };
+    // Without the re-scoring: the best `pool` by Hamming distance alone (the
+    // rows the ingest reads for their claims' embeddings anyway).
+    let pool = mneme_knowledge::fusion::pool(10);
+    let by_hamming = |i: usize, blocks: &[Block]| -> Vec<usize> {
+        let q = &vectors[i];
+        near(
+            i,
+            &mut shortlist(&signature(q), blocks, pool)
+                .into_iter()
+                .map(|s| (dot(q, &vectors[s as usize]), s as usize))
+                .collect(),
+        )
+    };
+    // All exact neighbours, and the merge candidates among them (cosine at
+    // or above the default merge threshold): a missed one is a duplicate.
+    let merges: usize = claims.iter().zip(&exact).map(|(&i, t)| t.iter().filter(|&&j| is_merge(i, j)).count()).sum();
+    let neighbour_recall = |got: &[Vec<usize>]| {
+        let hit: usize = got.iter().zip(&exact).map(|(g, t)| t.iter().filter(|x| g.contains(x)).count()).sum();
+        let merged: usize = claims
+            .iter()
+            .zip(got.iter().zip(&exact))
+            .map(|(&i, (g, t))| t.iter().filter(|&&j| is_merge(i, j) && g.contains(&j)).count())
+            .sum();
+        format!("{:.3}, merges {:.3}", hit as f64 / wanted.max(1) as f64, merged as f64 / merges.max(1) as f64)
+    };
+    let got: Vec<Vec<usize>> = claims.iter().map(|&i| by_generator(i, std::slice::from_ref(&flat))).collect();
+    let hamming: Vec<Vec<usize>> = claims.iter().map(|&i| by_hamming(i, std::slice::from_ref(&flat))).collect();
+    println!(
+        "neighbours: {} claims, {} with any, {wanted} exact neighbours ({merges} at the merge threshold); flat scan finds {} (best {pool} by Hamming alone: {})",
+        claims.len(),
+        exact.iter().filter(|e| !e.is_empty()).count(),
+        neighbour_recall(&got),
+        neighbour_recall(&hamming)
+    );
+    for probes in [1, 2, 4, 8, 16, 32] {
+        let mut read = 0;
+        let got: Vec<Vec<usize>> = claims
+            .iter()
+            .map(|&i| {
+                let chosen: Vec<Block> =
+                    centroids.probes(&vectors[i], probes).into_iter().map(|j| lists[j].clone()).collect();
+                read += chosen.iter().map(|b| b.seqs.len()).sum::<usize>();
+                by_generator(i, &chosen)
+            })
+            .collect();
+        let hamming: Vec<Vec<usize>> = claims
+            .iter()
+            .map(|&i| {
+                let chosen: Vec<Block> =
+                    centroids.probes(&vectors[i], probes).into_iter().map(|j| lists[j].clone()).collect();
+                by_hamming(i, &chosen)
+            })
+            .collect();
+        println!(
+            "neighbours, {probes} probes: finds {} (best {pool} by Hamming alone: {}), reads {:.1}% of signatures",
+            neighbour_recall(&got),
+            neighbour_recall(&hamming),
+            100.0 * read as f64 / (items * claims.len()) as f64
+        );
+    }
+    if std::env::args().any(|a| a == "--neighbours-only") {
+        return;
+    }
     for probes in [16, 32, 48, 64] {
         let (got, read) = run(&queries, probes);
         let (ev, _) = run(&ev_queries, probes);

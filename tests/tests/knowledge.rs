@@ -1008,6 +1008,12 @@ fn db_count(app: &App, b: &BackendEnv, statement: &str) -> i64 {
     }
 }
 
+/// Filler text that matches no query of the tests: the rows that bring a
+/// corpus to the vector index's threshold.
+fn routine_lines() -> Vec<String> {
+    (0..50).map(|i| format!("routine log line {i} about nothing in particular")).collect()
+}
+
 /// The vector index's upkeep, as the cron runs it; `corpus`'s report.
 fn index_run(app: &App, corpus: &str) -> Value {
     let r = app.request("POST", "/tick/index", &[("authorization", mneme_e2e::CRON_AUTH)], None);
@@ -1041,8 +1047,7 @@ fn the_vector_index_trains_at_20000_signatures_and_every_document_is_still_found
             )
         })
         .collect();
-    let filler_texts: Vec<String> =
-        (0..50).map(|i| format!("routine log line {i} about nothing in particular")).collect();
+    let filler_texts = routine_lines();
     // The test runs the upkeep itself, one run at a time.
     let dir = tempfile::tempdir().unwrap();
     let served = mneme_e2e::without_crons(dir.path(), &["index"]);
@@ -1249,8 +1254,7 @@ fn the_timeline_counts_entries_per_type_by_the_day_they_were_recorded() {
 /// (other reasoning again) still supersedes it.
 #[test]
 fn a_trained_knowledge_corpus_still_merges_restatements_and_supersedes_contradictions() {
-    let filler_texts: Vec<String> =
-        (0..50).map(|i| format!("routine log line {i} about nothing in particular")).collect();
+    let filler_texts = routine_lines();
     let dir = tempfile::tempdir().unwrap();
     let served = mneme_e2e::without_crons(dir.path(), &["index"]);
     for backend in BACKENDS {

@@ -47,7 +47,6 @@ impl Target {
 /// unfinished line.
 #[derive(Clone)]
 pub struct Lines {
-    target: Target,
     pending: Arc<Pending>,
 }
 
@@ -67,7 +66,7 @@ impl Drop for Pending {
 
 impl Lines {
     pub fn new(target: Target) -> Lines {
-        Lines { target, pending: Arc::new(Pending { target, bytes: Mutex::new(Vec::new()) }) }
+        Lines { pending: Arc::new(Pending { target, bytes: Mutex::new(Vec::new()) }) }
     }
 
     /// Adds `bytes` and writes out every line they finish.
@@ -78,7 +77,7 @@ impl Lines {
             split_ready(&mut pending)
         };
         match ready {
-            Some(lines) => self.target.write(&lines),
+            Some(lines) => self.pending.target.write(&lines),
             None => Ok(()),
         }
     }
@@ -97,7 +96,7 @@ fn split_ready(pending: &mut Vec<u8>) -> Option<Vec<u8>> {
 
 impl IsTerminal for Lines {
     fn is_terminal(&self) -> bool {
-        match self.target {
+        match self.pending.target {
             Target::Stdout => std::io::IsTerminal::is_terminal(&std::io::stdout()),
             Target::Stderr => std::io::IsTerminal::is_terminal(&std::io::stderr()),
         }

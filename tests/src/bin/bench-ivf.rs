@@ -228,24 +228,17 @@ fn main() {
         .collect();
     let wanted: usize = exact.iter().map(Vec::len).sum();
     let is_merge = |i: usize, j: usize| dot(&vectors[i], &vectors[j]) >= MERGE_COSINE_DEFAULT;
-    let by_generator = |i: usize, blocks: &[Block]| -> Vec<usize> {
-        let q = &vectors[i];
-        near(
-            i,
-            &mut shortlist(&signature(q), blocks, SHORTLIST)
-                .into_iter()
-                .map(|s| (dot(q, &vectors[s as usize]), s as usize))
-                .collect(),
-        )
-    };
-    // Without the re-scoring: the best `pool` by Hamming distance alone (the
-    // rows the ingest reads for their claims' embeddings anyway).
+    // The vector generator over the given blocks for claim `i`: its best
+    // `n` by Hamming distance, judged by exact cosine. With the store's
+    // shortlist of 200 this is the re-scored generator; with `pool` (the
+    // rows the ingest reads for their claims' embeddings anyway) it is the
+    // Hamming order alone.
     let pool = mneme_knowledge::fusion::pool(10);
-    let by_hamming = |i: usize, blocks: &[Block]| -> Vec<usize> {
+    let nearest = |i: usize, blocks: &[Block], n: usize| -> Vec<usize> {
         let q = &vectors[i];
         near(
             i,
-            &mut shortlist(&signature(q), blocks, pool)
+            &mut shortlist(&signature(q), blocks, n)
                 .into_iter()
                 .map(|s| (dot(q, &vectors[s as usize]), s as usize))
                 .collect(),
@@ -263,8 +256,9 @@ fn main() {
             .sum();
         format!("{:.3}, merges {:.3}", hit as f64 / wanted.max(1) as f64, merged as f64 / merges.max(1) as f64)
     };
-    let got: Vec<Vec<usize>> = claims.iter().map(|&i| by_generator(i, std::slice::from_ref(&flat))).collect();
-    let hamming: Vec<Vec<usize>> = claims.iter().map(|&i| by_hamming(i, std::slice::from_ref(&flat))).collect();
+    let whole = std::slice::from_ref(&flat);
+    let got: Vec<Vec<usize>> = claims.iter().map(|&i| nearest(i, whole, SHORTLIST)).collect();
+    let hamming: Vec<Vec<usize>> = claims.iter().map(|&i| nearest(i, whole, pool)).collect();
     println!(
         "neighbours: {} claims, {} with any, {wanted} exact neighbours ({merges} at the merge threshold); flat scan finds {} (best {pool} by Hamming alone: {})",
         claims.len(),
@@ -274,23 +268,15 @@ fn main() {
     );
     for probes in [1, 2, 4, 8, 16, 32] {
         let mut read = 0;
-        let got: Vec<Vec<usize>> = claims
+        let (got, hamming): (Vec<Vec<usize>>, Vec<Vec<usize>>) = claims
             .iter()
             .map(|&i| {
                 let chosen: Vec<Block> =
                     centroids.probes(&vectors[i], probes).into_iter().map(|j| lists[j].clone()).collect();
                 read += chosen.iter().map(|b| b.seqs.len()).sum::<usize>();
-                by_generator(i, &chosen)
+                (nearest(i, &chosen, SHORTLIST), nearest(i, &chosen, pool))
             })
-            .collect();
-        let hamming: Vec<Vec<usize>> = claims
-            .iter()
-            .map(|&i| {
-                let chosen: Vec<Block> =
-                    centroids.probes(&vectors[i], probes).into_iter().map(|j| lists[j].clone()).collect();
-                by_hamming(i, &chosen)
-            })
-            .collect();
+            .unzip();
         println!(
             "neighbours, {probes} probes: finds {} (best {pool} by Hamming alone: {}), reads {:.1}% of signatures",
             neighbour_recall(&got),

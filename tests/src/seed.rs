@@ -141,6 +141,16 @@ fn seed_pg(c: &mut postgres::Client, corpus: &str, n: usize, texts: &[String], r
         )
         .unwrap();
     }
+    // And each corpus's item count, which ranks by rarity (D-K14).
+    let corpora: bool = tx.query_one("SELECT to_regclass('search_corpora') IS NOT NULL", &[]).unwrap().get(0);
+    if corpora {
+        tx.execute(
+            "INSERT INTO search_corpora (corpus, items) VALUES ($1, $2)
+             ON CONFLICT (corpus) DO UPDATE SET items = search_corpora.items + excluded.items",
+            &[&corpus, &(rows.len() as i64)],
+        )
+        .unwrap();
+    }
     if knowledge {
         tx.execute("UPDATE knowledge_counter SET n = $1 WHERE name = 'entry'", &[&(start + n as i64)]).unwrap();
     }

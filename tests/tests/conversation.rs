@@ -582,8 +582,10 @@ fn memory_search_forget_export_and_delete_all() {
             assert!(rows.as_array().unwrap().is_empty(), "{name} still has rows after delete-all");
         }
         if let Some(db) = &b.pg {
-            let terms: i64 = db.client().query_one("SELECT count(*) FROM search_terms", &[]).unwrap().get(0);
-            assert_eq!(terms, 0, "the term counts (D-K15) go with the items they count");
+            for table in ["search_terms", "search_corpora"] {
+                let n: i64 = db.client().query_one(&format!("SELECT count(*) FROM {table}"), &[]).unwrap().get(0);
+                assert_eq!(n, 0, "the counts in {table} (D-K14, D-K15) go with the items they count");
+            }
         }
         assert_eq!(get(&app, "/memory/search?q=oolong")["results"], json!([]));
     }

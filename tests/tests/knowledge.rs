@@ -772,22 +772,60 @@ fn the_full_text_read_narrows_to_the_rare_terms_once_the_common_ones_are_many() 
     }
 }
 
-/// On PostgreSQL, the document frequencies the store keeps (D-K15) equal a
-/// recount of the indexed rows' lexemes, and there are some.
+/// D-K14: full text ranks by how rare the matched words are on both
+/// backends (SQLite's bm25, PostgreSQL's sum of the kept frequencies'
+/// weights): a row holding the one rare word comes before rows that repeat
+/// a word nearly every row holds, and a rare word in a document's own text
+/// counts more than the same word in its context.
+#[test]
+fn full_text_ranks_a_rare_word_above_a_common_word_repeated() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let mut docs: Vec<Value> = (0..20)
+            .map(|i| {
+                json!({"id": format!("s-{i}"), "title": "Standup",
+                "text": format!("Standup {i}: the standup ran long, standup after standup, and the next standup too.")})
+            })
+            .collect();
+        docs.push(json!({"id": "own", "title": "Weekend", "text": "We rented a kayak on Saturday morning."}));
+        docs.push(json!({"id": "context", "title": "Weekend", "text": "Plans for Saturday morning.",
+                         "context": "the kayak rental shop by the river"}));
+        let r = post(&app, "/documents", json!({"documents": docs}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        let hits = get(&app, "/search?q=standup%20kayak&k=5&corpus=document&mode=text");
+        let ids: Vec<&str> = hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 5, "{backend:?}: {hits}");
+        assert_eq!(ids[..2], ["own", "context"], "{backend:?}: {ids:?}");
+        assert_terms_recount(&b, "after the documents");
+    }
+}
+
+/// On PostgreSQL, the document frequencies and item counts the store keeps
+/// (D-K15, D-K14) equal a recount of the indexed rows, and there are some.
 fn assert_terms_recount(b: &BackendEnv, when: &str) {
     let Some(db) = &b.pg else { return };
     let mut c = db.client();
-    let recount =
-        "SELECT corpus, l, count(*) FROM search_index, unnest(tsvector_to_array(tsv)) AS l GROUP BY corpus, l";
-    let kept = "SELECT corpus, lexeme, df FROM search_terms";
-    let differ: i64 = c
-        .query_one(
+    // Rows in one query and not the other, either way.
+    let mut differ = |kept: &str, recount: &str| -> i64 {
+        c.query_one(
             &format!("SELECT count(*) FROM (({kept} EXCEPT {recount}) UNION ALL ({recount} EXCEPT {kept})) AS x"),
             &[],
         )
         .unwrap()
-        .get(0);
-    assert_eq!(differ, 0, "{when}: the kept term counts differ from a recount in {differ} rows");
+        .get(0)
+    };
+    let terms = differ(
+        "SELECT corpus, lexeme, df FROM search_terms",
+        "SELECT corpus, l, count(*) FROM search_index, unnest(tsvector_to_array(tsv)) AS l GROUP BY corpus, l",
+    );
+    assert_eq!(terms, 0, "{when}: the kept term counts differ from a recount in {terms} rows");
+    // A corpus emptied may keep its item count at 0.
+    let items = differ(
+        "SELECT corpus, items FROM search_corpora WHERE items <> 0",
+        "SELECT corpus, count(*) FROM search_index GROUP BY corpus",
+    );
+    assert_eq!(items, 0, "{when}: the kept item counts differ from a recount in {items} corpora");
     let n: i64 = c.query_one("SELECT count(*) FROM search_terms", &[]).unwrap().get(0);
     assert!(n > 0, "{when}: no term counts kept");
 }

@@ -253,6 +253,16 @@ pub fn text_plan(items: u64, terms: &[String], df: &[u64]) -> TextPlan {
     }
 }
 
+/// How rare a term is: BM25's inverse document frequency,
+/// `ln(1 + (n − df + 0.5) / (df + 0.5))`, for a term `df` of `n` items hold
+/// (D-K14). It falls as `df` grows and is never negative: a `df` above `n`
+/// (a term that stems to several lexemes has their frequencies summed)
+/// counts as `n`.
+pub fn idf(n: u64, df: u64) -> f64 {
+    let (n, df) = (n as f64, df.min(n) as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
 /// How many fused candidates the exact re-rank sees for a top-`k` answer.
 pub fn pool(k: usize) -> usize {
     (4 * k).clamp(40, 100)
@@ -261,6 +271,18 @@ pub fn pool(k: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rarer_term_weighs_more_and_every_term_weighs_something() {
+        assert!(idf(1_000, 1) > idf(1_000, 10));
+        assert!(idf(1_000, 10) > idf(1_000, 999));
+        // A term every item holds still weighs a little, more than none.
+        assert!(idf(1_000, 1_000) > 0.0);
+        assert_eq!(idf(1_000, 5_000), idf(1_000, 1_000));
+        assert_eq!(idf(0, 0), 2f64.ln());
+        // The figure BM25 gives: ln(1 + 90.5 / 10.5).
+        assert!((idf(100, 10) - (1.0f64 + 90.5 / 10.5).ln()).abs() < 1e-12);
+    }
 
     #[test]
     fn signatures_are_sign_bits() {

@@ -79,11 +79,12 @@ enum Count {
 }
 
 /// Keeps PostgreSQL's per-corpus document frequencies (`search_terms`,
-/// D-K15) true as an item's text comes and goes: each lexeme of the item's
-/// `tsv` counts once. Runs in the writer's transaction under the corpus's
-/// block lock, so two writers of a corpus never touch the same lexeme rows
-/// at once (and never wait on each other's rows in two orders). A lexeme no
-/// item holds any more is deleted. SQLite counts from its FTS5 index
+/// D-K15) and item counts (`search_corpora`, D-K14) true as an item's text
+/// comes and goes: each lexeme of the item's `tsv` counts once, and each
+/// row of the item once, in one statement. Runs in the writer's
+/// transaction under the corpus's block lock, so two writers of a corpus
+/// never touch the same lexeme rows at once (and never wait on each other's
+/// rows in two orders). A lexeme no item holds any more is deleted. SQLite counts from its FTS5 index
 /// instead, so there this does nothing. Call under the corpus lock.
 async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Result<()> {
     if sql.kind() != SqlKind::Postgres {
@@ -92,11 +93,14 @@ async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Res
     let item_terms = "SELECT l, count(*) AS n FROM search_index, unnest(tsvector_to_array(tsv)) AS l
                       WHERE corpus = $1 AND ref_id = $2 GROUP BY l";
     let params = [Value::from(corpus), Value::from(ref_id)];
+    let item_rows = "SELECT count(*) FROM search_index WHERE corpus = $1 AND ref_id = $2";
     match count {
         Count::Add => {
             sql.execute(
                 &format!(
-                    "INSERT INTO search_terms (corpus, lexeme, df) SELECT $1, l, n FROM ({item_terms}) AS x ORDER BY l
+                    "WITH items AS (INSERT INTO search_corpora (corpus, items) SELECT $1, ({item_rows})
+                                    ON CONFLICT (corpus) DO UPDATE SET items = search_corpora.items + excluded.items)
+                     INSERT INTO search_terms (corpus, lexeme, df) SELECT $1, l, n FROM ({item_terms}) AS x ORDER BY l
                      ON CONFLICT (corpus, lexeme) DO UPDATE SET df = search_terms.df + excluded.df"
                 ),
                 &params,
@@ -106,7 +110,8 @@ async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Res
         Count::Remove => {
             sql.execute(
                 &format!(
-                    "UPDATE search_terms AS t SET df = t.df - x.n FROM ({item_terms}) AS x
+                    "WITH items AS (UPDATE search_corpora SET items = items - ({item_rows}) WHERE corpus = $1)
+                     UPDATE search_terms AS t SET df = t.df - x.n FROM ({item_terms}) AS x
                      WHERE t.corpus = $1 AND t.lexeme = x.l"
                 ),
                 &params,
@@ -723,18 +728,29 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
              ORDER BY bm25(search_fts, 2.0, 1.0, {context:?}) LIMIT {limit}",
             in_list(4, corpora.len())
         ),
-        // `$2` selects the rows, `$1` (any term) ranks them.
-        SqlKind::Postgres => format!(
-            "SELECT seq FROM search_index, to_tsquery('english', $1) AS q, to_tsquery('english', $2) AS f
+        // `$2` selects the rows; the rarity of the terms each holds ranks
+        // them, and `$1` (any term) breaks ties.
+        SqlKind::Postgres => {
+            let rarity = rarity_order(4 + corpora.len(), terms.len());
+            format!(
+                "SELECT seq FROM search_index, to_tsquery('english', $1) AS q, to_tsquery('english', $2) AS f{}
              WHERE tsv @@ f AND seq >= $3 AND corpus IN ({})
-             ORDER BY ts_rank_cd('{{{context:?}, 0.2, 0.4, 1}}', tsv, q) DESC, seq DESC LIMIT {limit}",
-            in_list(4, corpora.len())
-        ),
+             ORDER BY {} DESC, ts_rank_cd('{{{context:?}, 0.2, 0.4, 1}}', tsv, q) DESC, seq DESC LIMIT {limit}",
+                rarity.from,
+                in_list(4, corpora.len()),
+                rarity.score
+            )
+        }
     };
-    // SQLite leaves `$2` unused.
+    // SQLite leaves `$2` and the rarity order unused.
     let run = async |any: String, filter: String, since: i64| -> Result<Vec<i64>> {
         let mut params: Vec<Value> = vec![any.into(), filter.into(), since.into()];
         params.extend(corpora.iter().map(|c| Value::from(*c)));
+        if sql.kind() == SqlKind::Postgres {
+            for (term, held_by) in terms.iter().zip(&df) {
+                params.extend([format!("{term}:A").into(), term.as_str().into(), fusion::idf(items, *held_by).into()]);
+            }
+        }
         let rows = sql.query(&statement, &params).await?;
         rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
     };
@@ -777,28 +793,65 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
     }
 }
 
-/// How many items `corpora` hold and each term's document frequency, both
-/// capped a little above [`fusion::TERM_BUDGET`], in one statement (D-K15).
-/// The items are counted through the `(corpus, seq)` index. SQLite counts
-/// the first entries of each term's FTS5 list (every corpus: the list has
-/// no corpus); PostgreSQL reads the counts the store keeps per corpus
-/// ([`count_terms`]), since a count through its GIN index reads the whole
-/// posting list.
+/// PostgreSQL's order by term rarity, as pieces of the full-text statement.
+struct Rarity {
+    /// The term queries, to follow the statement's FROM list.
+    from: String,
+    /// The score, to order by.
+    score: String,
+}
+
+/// The order by term rarity (D-K14) for `n` terms whose parameters start
+/// at `$first`, three per term: the term in a row's own words (`term:A`),
+/// the term anywhere, and its [`fusion::idf`]. A row scores the sum of its
+/// terms' weights, a term found only in its context counting
+/// [`fusion::CONTEXT_WEIGHT`] of one in its own words. A row holds few of
+/// the terms, so each is first looked for anywhere: one test per term it
+/// lacks.
+fn rarity_order(first: usize, n: usize) -> Rarity {
+    let (mut from, mut score) = (String::new(), Vec::new());
+    for i in 0..n {
+        let p = first + 3 * i;
+        let (own, any, weight) = (p, p + 1, p + 2);
+        from.push_str(&format!(", to_tsquery('english', ${own}) AS own{i}, to_tsquery('english', ${any}) AS any{i}"));
+        score.push(format!(
+            "CASE WHEN NOT tsv @@ any{i} THEN 0 WHEN tsv @@ own{i} THEN CAST(${weight} AS FLOAT8) ELSE {:?} * CAST(${weight} AS FLOAT8) END",
+            fusion::CONTEXT_WEIGHT
+        ));
+    }
+    // No terms (the caller returns before it asks): a constant that is not
+    // a column position, should it ever.
+    Rarity { from, score: if score.is_empty() { "0.0".into() } else { format!("({})", score.join(" + ")) } }
+}
+
+/// How many items `corpora` hold and each term's document frequency, in
+/// one statement (D-K15). SQLite counts the items through the `(corpus,
+/// seq)` index and the first entries of each term's FTS5 list (every
+/// corpus: the list has no corpus), both capped a little above
+/// [`fusion::TERM_BUDGET`]. PostgreSQL reads the exact counts the store
+/// keeps per corpus ([`count_terms`]), since a count through its GIN index
+/// reads the whole posting list, and ranks by them (D-K14).
 async fn frequencies(sql: &Sql, corpora: &[&str], terms: &[String]) -> Result<(u64, Vec<u64>)> {
     let cap = fusion::TERM_BUDGET + 1;
     let n = terms.len();
-    let mut columns = vec![format!(
-        "(SELECT count(*) FROM (SELECT seq FROM search_index WHERE corpus IN ({}) LIMIT {cap}) AS i) AS items",
-        in_list(n + 1, corpora.len())
-    )];
+    let corpus_list = in_list(n + 1, corpora.len());
+    let mut columns = vec![match sql.kind() {
+        SqlKind::Sqlite => {
+            format!(
+                "(SELECT count(*) FROM (SELECT seq FROM search_index WHERE corpus IN ({corpus_list}) LIMIT {cap}) AS i) AS items"
+            )
+        }
+        SqlKind::Postgres => format!(
+            "(SELECT CAST(coalesce(sum(items), 0) AS BIGINT) FROM search_corpora WHERE corpus IN ({corpus_list})) AS items"
+        ),
+    }];
     columns.extend((1..=n).map(|i| match sql.kind() {
         SqlKind::Sqlite => format!(
             "(SELECT count(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ${i} LIMIT {cap})) AS d{i}"
         ),
         SqlKind::Postgres => format!(
             "(SELECT CAST(coalesce(sum(df), 0) AS BIGINT) FROM search_terms
-                  WHERE corpus IN ({}) AND lexeme = ANY(tsvector_to_array(to_tsvector('english', ${i})))) AS d{i}",
-            in_list(n + 1, corpora.len())
+                  WHERE corpus IN ({corpus_list}) AND lexeme = ANY(tsvector_to_array(to_tsvector('english', ${i})))) AS d{i}"
         ),
     }));
     let mut params: Vec<Value> = terms

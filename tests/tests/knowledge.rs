@@ -801,6 +801,32 @@ fn full_text_ranks_a_rare_word_above_a_common_word_repeated() {
     }
 }
 
+/// Rows that tie on rarity are ordered by how well they match, also past
+/// the fiftieth row: PostgreSQL computes that order only for the rows tied
+/// with its cut-off (D-K14), so the oldest row, which holds the common word
+/// four times, must still come straight after the rare word's rows.
+#[test]
+fn rows_tied_on_rarity_are_ordered_by_their_match_past_the_cut_off() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let mut docs = vec![
+            json!({"id": "walls", "title": "Harbour", "text": "Harbour walls, harbour lights, a harbour at dusk."}),
+        ];
+        docs.extend((0..60).map(|i| json!({"id": format!("n-{i}"), "title": "Note", "text": format!("Note {i}: we walked along the harbour.")})));
+        docs.extend((0..3).map(|i| json!({"id": format!("l-{i}"), "title": "Coast", "text": format!("Trip {i}: the lighthouse was closed.")})));
+        let r = post(&app, "/documents", json!({"documents": docs}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        let hits = get(&app, "/search?q=harbour%20lighthouse&k=5&corpus=document&mode=text");
+        let ids: Vec<&str> = hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 5, "{backend:?}: {hits}");
+        let mut rare = ids[..3].to_vec();
+        rare.sort();
+        assert_eq!(rare, ["l-0", "l-1", "l-2"], "{backend:?}: {ids:?}");
+        assert_eq!(ids[3], "walls", "{backend:?}: {ids:?}");
+    }
+}
+
 /// On PostgreSQL, the document frequencies and item counts the store keeps
 /// (D-K15, D-K14) equal a recount of the indexed rows, and there are some.
 fn assert_terms_recount(b: &BackendEnv, when: &str) {

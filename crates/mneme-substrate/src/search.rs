@@ -709,7 +709,7 @@ pub async fn candidates_probing(
 /// rows [`fusion::text_plan`] chooses, ranked by every term.
 async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize) -> Result<Vec<i64>> {
     let terms = fusion::terms(query);
-    if corpora.is_empty() || terms.is_empty() {
+    if corpora.is_empty() || terms.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
     let (items, df) = frequencies(sql, corpora, &terms).await?;
@@ -729,16 +729,24 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
             in_list(4, corpora.len())
         ),
         // `$2` selects the rows; the rarity of the terms each holds ranks
-        // them, and `$1` (any term) breaks ties.
+        // them, and `$1` (any term) breaks ties. `ts_rank_cd` costs ten
+        // times a term test, so it runs only on the rows whose rarity ties
+        // or beats the `limit`th best (`cut`): the order is the same as
+        // ranking every row by both (D-K14).
         SqlKind::Postgres => {
             let rarity = rarity_order(4 + corpora.len(), terms.len());
             format!(
-                "SELECT seq FROM search_index, to_tsquery('english', $1) AS q, to_tsquery('english', $2) AS f{}
-             WHERE tsv @@ f AND seq >= $3 AND corpus IN ({})
-             ORDER BY {} DESC, ts_rank_cd('{{{context:?}, 0.2, 0.4, 1}}', tsv, q) DESC, seq DESC LIMIT {limit}",
+                "WITH c AS MATERIALIZED (
+               SELECT seq, tsv, q, {} AS s
+               FROM search_index, to_tsquery('english', $1) AS q, to_tsquery('english', $2) AS f{}
+               WHERE tsv @@ f AND seq >= $3 AND corpus IN ({})),
+             cut AS (SELECT s FROM c ORDER BY s DESC LIMIT 1 OFFSET {})
+             SELECT seq FROM c WHERE s >= coalesce((SELECT s FROM cut), CAST('-Infinity' AS FLOAT8))
+             ORDER BY s DESC, ts_rank_cd('{{{context:?}, 0.2, 0.4, 1}}', tsv, q) DESC, seq DESC LIMIT {limit}",
+                rarity.score,
                 rarity.from,
                 in_list(4, corpora.len()),
-                rarity.score
+                limit.saturating_sub(1)
             )
         }
     };
@@ -778,7 +786,11 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
         // few, every row holding one (D-K10).
         fusion::TextPlan::All => match (sql.kind(), fusion::tsquery_pairs(&terms)) {
             (SqlKind::Postgres, Some(pairs)) => {
-                let mut found = run(fusion::tsquery_any(&terms), pairs, 0).await?;
+                // The same rows as `pairs` alone, but a row that holds no
+                // term fails the short any-term test before the long pair
+                // query (D-K14).
+                let any = fusion::tsquery_any(&terms);
+                let mut found = run(any.clone(), format!("({any}) & ({pairs})"), 0).await?;
                 if found.len() < limit {
                     for seq in holding(&terms, 0).await? {
                         if found.len() < limit && !found.contains(&seq) {

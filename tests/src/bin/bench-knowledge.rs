@@ -14,9 +14,11 @@
 //!    Before that run the vector index's upkeep (`POST /tick/index`) runs
 //!    until no flat block is left, as its cron would (D-K16), and says how
 //!    long it took.
-//! 4. After each latency run, `GET /knowledge/timeline?days=90` (the
-//!    Knowledge screen's chart of entries per type): 30 requests after 5
-//!    warm-ups, p50 and p95; then the runner's resident memory and its peak.
+//! 4. After each `/retrieve` run, `GET /search` for the same questions
+//!    (hybrid, every corpus, k 10), client side, p50 and p95; then
+//!    `GET /knowledge/timeline?days=90` (the Knowledge screen's chart of
+//!    entries per type): 30 requests after 5 warm-ups, p50 and p95; then
+//!    the runner's resident memory and its peak.
 //! 5. With `--filler`, ingest again once the store holds every filler row:
 //!    at least 450 more entries, entries per second.
 //!
@@ -76,6 +78,35 @@ fn retrieve_latency(app: &App, qs: &[String]) -> (f64, f64, String) {
         })
         .collect();
     (percentile(&ms, 0.5), percentile(&ms, 0.95), medians.join(", "))
+}
+
+/// `GET /search` (the vault search over every corpus, hybrid, k 10) for
+/// the same questions, client side: p50 and p95.
+fn search_latency(app: &App, qs: &[String]) -> (f64, f64) {
+    let mut ms = Vec::new();
+    for q in qs {
+        let t = Instant::now();
+        let r = app.request(
+            "GET",
+            &format!("/search?k=10&q={}", url_encode(q)),
+            &[("authorization", "Bearer bench")],
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    (percentile(&ms, 0.5), percentile(&ms, 0.95))
+}
+
+/// Percent-encodes all but RFC 3986's unreserved characters.
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// `GET /knowledge/timeline?days=90`, client side: p50 and p95 of 30
@@ -241,6 +272,8 @@ fn main() {
     let n = count(&app);
     let (p50, p95, steps) = retrieve_latency(&app, &qs);
     println!("retrieve over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms (step medians, ms: {steps})");
+    let (p50, p95) = search_latency(&app, &qs);
+    println!("search over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms");
     let (p50, p95) = timeline_latency(&app);
     println!("timeline (90 days) over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms");
 
@@ -255,6 +288,8 @@ fn main() {
         index(&app);
         let (p50, p95, steps) = retrieve_latency(&app, &qs);
         println!("retrieve over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms (step medians, ms: {steps})");
+        let (p50, p95) = search_latency(&app, &qs);
+        println!("search over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms");
         let (p50, p95) = timeline_latency(&app);
         println!("timeline (90 days) over {n} entries: p50 {p50:.1} ms, p95 {p95:.1} ms");
         println!("{}", memory(&app));

@@ -709,7 +709,7 @@ pub async fn candidates_probing(
 /// rows [`fusion::text_plan`] chooses, ranked by every term.
 async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize) -> Result<Vec<i64>> {
     let terms = fusion::terms(query);
-    if corpora.is_empty() || terms.is_empty() || limit == 0 {
+    if corpora.is_empty() || terms.is_empty() {
         return Ok(Vec::new());
     }
     let (items, df) = frequencies(sql, corpora, &terms).await?;
@@ -729,10 +729,10 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
             in_list(4, corpora.len())
         ),
         // `$2` selects the rows; the rarity of the terms each holds ranks
-        // them, and `$1` (any term) breaks ties. `ts_rank_cd` costs ten
-        // times a term test, so it runs only on the rows whose rarity ties
-        // or beats the `limit`th best (`cut`): the order is the same as
-        // ranking every row by both (D-K14).
+        // them, and `$1` (any term) breaks ties. `ts_rank_cd` costs about as
+        // much as ten term tests, so it runs only on the rows whose rarity
+        // ties or beats the `limit`th best (`cut`): the order is the same
+        // as ranking every row by both (D-K14).
         SqlKind::Postgres => {
             let rarity = rarity_order(4 + corpora.len(), terms.len());
             format!(
@@ -809,7 +809,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
 struct Rarity {
     /// The term queries, to follow the statement's FROM list.
     from: String,
-    /// The score, to order by.
+    /// The score, selected as the column the rows are ordered by.
     score: String,
 }
 
@@ -831,8 +831,8 @@ fn rarity_order(first: usize, n: usize) -> Rarity {
             fusion::CONTEXT_WEIGHT
         ));
     }
-    // No terms (the caller returns before it asks): a constant that is not
-    // a column position, should it ever.
+    // No terms (the caller returns before it asks): every row scores 0,
+    // should it ever.
     Rarity { from, score: if score.is_empty() { "0.0".into() } else { format!("({})", score.join(" + ")) } }
 }
 

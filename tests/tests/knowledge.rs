@@ -75,6 +75,11 @@ fn entry(app: &App, id: &str) -> Value {
     get(app, &format!("/knowledge/entries/{id}"))
 }
 
+/// The ids of a `/retrieve` or `/search` answer, in order.
+fn result_ids(found: &Value) -> Vec<&str> {
+    found["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect()
+}
+
 #[test]
 fn ingest_has_its_own_token_and_rejects_bad_input() {
     for backend in BACKENDS {
@@ -371,7 +376,7 @@ fn without_a_model_the_rules_judge_a_contradiction_and_supersede() {
         let new = o["entry_id"].as_str().unwrap();
         assert_eq!(entry(&app, &old)["superseded_by"].as_str(), Some(new));
         let found = post(&app, "/retrieve", json!({"query": "do we deploy on Fridays?", "k": 10})).json();
-        let ids: Vec<&str> = found["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        let ids = result_ids(&found);
         assert_eq!(ids, [new], "{backend:?}");
     }
 }
@@ -412,7 +417,7 @@ fn a_contradiction_supersedes_the_older_entry_which_leaves_retrieval_but_is_kept
         assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
         assert_eq!(get(&app, "/knowledge/entries?include_superseded=true")["total"], 2);
         let found = post(&app, "/retrieve", json!({"query": "do we deploy on Fridays?", "k": 10})).json();
-        let ids: Vec<&str> = found["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        let ids = result_ids(&found);
         assert_eq!(ids, [new.as_str()], "{backend:?}: superseded entries drop out of retrieval");
         let searched = get(&app, "/search?q=deploy%20fridays");
         assert!(searched["results"].as_array().unwrap().iter().all(|r| r["id"] != old.as_str()));
@@ -794,7 +799,7 @@ fn full_text_ranks_a_rare_word_above_a_common_word_repeated() {
         let r = post(&app, "/documents", json!({"documents": docs}));
         assert_eq!(r.status, 201, "{}", r.body);
         let hits = get(&app, "/search?q=standup%20kayak&k=5&corpus=document&mode=text");
-        let ids: Vec<&str> = hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+        let ids = result_ids(&hits);
         assert_eq!(ids.len(), 5, "{backend:?}: {hits}");
         assert_eq!(ids[..2], ["own", "context"], "{backend:?}: {ids:?}");
         assert_terms_recount(&b, "after the documents");
@@ -818,7 +823,7 @@ fn rows_tied_on_rarity_are_ordered_by_their_match_past_the_cut_off() {
         let r = post(&app, "/documents", json!({"documents": docs}));
         assert_eq!(r.status, 201, "{}", r.body);
         let hits = get(&app, "/search?q=harbour%20lighthouse&k=5&corpus=document&mode=text");
-        let ids: Vec<&str> = hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+        let ids = result_ids(&hits);
         assert_eq!(ids.len(), 5, "{backend:?}: {hits}");
         let mut rare = ids[..3].to_vec();
         rare.sort();
@@ -1035,8 +1040,7 @@ fn concurrent_writers_lose_no_signature_and_deletes_compact_the_scan() {
         for mode in ["vector", "hybrid", "text"] {
             for (t, i) in [(0, 0), (3, 1), (2, 1), (4, 3), (15, 4)] {
                 let hits = get(&app, &format!("/search?q=topic%20quill{t}x{i}&k=50&corpus=document&mode={mode}"));
-                let ids: Vec<&str> =
-                    hits["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+                let ids = result_ids(&hits);
                 assert!(
                     ids.iter().all(|id| !deleted.iter().any(|d| d == id)),
                     "{backend:?} {mode}: a deleted id came back: {ids:?}"

@@ -255,8 +255,9 @@ pub async fn delete_all() -> Result<Deleted> {
             }
             // PostgreSQL's term and item counts index `search_index`
             // (D-K14, D-K15), as FTS5's tables do on SQLite, and the
-            // centroids the vector index (D-K16): drawn from the principal's data, so deleted
-            // with it, but not counted as the principal's rows.
+            // centroids the vector index (D-K16): drawn from the
+            // principal's data, so deleted with it, but not counted as the
+            // principal's rows.
             if sql.kind() == SqlKind::Postgres {
                 sql.execute("DELETE FROM search_terms", &[]).await?;
                 sql.execute("DELETE FROM search_corpora", &[]).await?;

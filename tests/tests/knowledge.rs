@@ -1095,6 +1095,74 @@ fn index_tick(app: &App) -> Value {
     index_run(app, "document")
 }
 
+/// D-K16: the upkeep runs each corpus on its own. A corpus whose upkeep
+/// fails (here its centroids row is corrupt) fails the run, naming it,
+/// while the corpora after it still have theirs: the documents' flat
+/// block moves into its lists. Once the row is mended the run succeeds.
+#[test]
+fn a_corpus_whose_index_upkeep_fails_does_not_stop_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = mneme_e2e::without_crons(dir.path(), &["index"]);
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let mut env = test_env(&b, None);
+        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+        let app = App::start(&served, &env);
+        let docs: Vec<Value> = (0..3)
+            .map(|i| json!({"id": format!("memo-{i}"), "text": format!("Memo {i} about the quarry's new fence.")}))
+            .collect();
+        let r = post(&app, "/documents", json!({"documents": docs}));
+        assert_eq!(r.status, 201, "{}", r.body);
+        mneme_e2e::seed::filler(&b, app.state.path(), "knowledge", 10, &routine_lines(), &mut mneme_e2e::seed::Rng(3));
+        // Knowledge comes first in the upkeep's order: three bytes are no
+        // centroids. The documents get 256 valid (if useless) ones.
+        let (corrupt, zeros) = match b.pg {
+            Some(_) => ("'\\x010203'::bytea", "decode(repeat('00', 196608), 'hex')"),
+            None => ("X'010203'", "zeroblob(196608)"),
+        };
+        let row = |corpus: &str, blob: &str| {
+            format!(
+                "INSERT INTO vector_centroids (corpus, centroids, trained_on, trained_ms) VALUES ('{corpus}', {blob}, 1, 1)"
+            )
+        };
+        assert_eq!(db_exec(&app, &b, &row("knowledge", corrupt)), 1);
+        assert_eq!(db_exec(&app, &b, &row("document", zeros)), 1);
+        let flat = |corpus: &str| {
+            db_count(&app, &b, &format!("SELECT count(*) FROM vector_blocks WHERE corpus = '{corpus}' AND list < 0"))
+        };
+        assert_eq!((flat("knowledge"), flat("document")), (1, 1), "{backend:?}");
+
+        let r = app.request("POST", "/tick/index", &[("authorization", mneme_e2e::CRON_AUTH)], None);
+        assert_eq!(r.status, 500, "{backend:?}: {}", r.body);
+        let e = &r.json()["error"];
+        assert_eq!(e["code"], "internal", "{backend:?}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(
+                "the vector index's upkeep failed for knowledge: internal: a corpus's centroids are corrupt"
+            ),
+            "{backend:?}: {message}"
+        );
+        let every: Value = serde_json::from_str(message.split_once("every corpus: ").unwrap().1).unwrap();
+        assert_eq!(
+            every["corpora"][1],
+            json!({"corpus": "document", "trained": false, "lists": 256, "moved": 3, "flat": 0}),
+            "{backend:?}: {message}"
+        );
+        assert_eq!(every["corpora"][0]["error"]["code"], "internal", "{message}");
+        assert_eq!((flat("knowledge"), flat("document")), (1, 0), "{backend:?}: the documents' block moved");
+        let hits = get(&app, "/search?q=quarry%20fence&k=5&corpus=document&mode=hybrid");
+        assert_eq!(hits["results"].as_array().map(Vec::len), Some(3), "{backend:?}: {hits}");
+        let status = get(&app, "/status");
+        let run = status["jobs"].as_array().unwrap().iter().find(|j| j["job"] == "index").unwrap();
+        assert_eq!(run["ok"], false, "{backend:?}: {run}");
+
+        assert_eq!(db_exec(&app, &b, "DELETE FROM vector_centroids WHERE corpus = 'knowledge'"), 1);
+        let k = index_run(&app, "knowledge");
+        assert_eq!((k["lists"].as_u64(), k["flat"].as_u64()), (Some(0), Some(10)), "{backend:?}: {k}");
+    }
+}
+
 /// D-K16: a corpus's signatures stay flat until it holds 20,000; the
 /// upkeep then trains its 256 centroids and moves every flat block into
 /// lists. A search reads only the lists nearest its query and still finds
@@ -1152,7 +1220,18 @@ fn the_vector_index_trains_at_20000_signatures_and_every_document_is_still_found
 
         mneme_e2e::seed::filler(&b, app.state.path(), "document", 19_970, &filler_texts, &mut mneme_e2e::seed::Rng(7));
         all_found("over 20,000 flat signatures", &[]);
-        let d = index_tick(&app);
+        // Training is seconds of CPU; between its steps the tick's
+        // instance serves the other requests it was given (D-F17), so a
+        // tick sent while it trains answers first.
+        let (d, answered_first) = std::thread::scope(|s| {
+            let training = s.spawn(|| index_tick(&app));
+            std::thread::sleep(std::time::Duration::from_millis(1_500));
+            let r = app.request("POST", "/tick/tools", &[("authorization", mneme_e2e::CRON_AUTH)], None);
+            assert_eq!(r.status, 200, "{backend:?}: {}", r.body);
+            let first = !training.is_finished();
+            (training.join().unwrap(), first)
+        });
+        assert!(answered_first, "{backend:?}: a tick waited for the training to end");
         assert_eq!(
             (d["trained"].as_bool(), d["lists"].as_u64(), d["moved"].as_u64(), d["flat"].as_u64()),
             (Some(true), Some(256), Some(20_000), Some(0)),

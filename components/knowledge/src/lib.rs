@@ -111,12 +111,23 @@ impl Guest for Stage {
         let steps = read::index_vectors(now_ms).await?;
         Ok(steps
             .into_iter()
-            .map(|s| VectorIndexStep {
-                corpus: s.corpus,
-                trained: s.trained,
-                lists: s.lists,
-                moved: s.moved,
-                flat: s.flat,
+            .map(|(corpus, step)| match step {
+                Ok(s) => VectorIndexStep {
+                    corpus: s.corpus,
+                    trained: s.trained,
+                    lists: s.lists,
+                    moved: s.moved,
+                    flat: s.flat,
+                    error: None,
+                },
+                Err(e) => VectorIndexStep {
+                    corpus: corpus.into(),
+                    trained: false,
+                    lists: 0,
+                    moved: 0,
+                    flat: 0,
+                    error: Some(e.into()),
+                },
             })
             .collect())
     }

@@ -304,12 +304,14 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
 }
 
 /// The vector index's upkeep (D-K16): each corpus in its own transaction,
-/// so a corpus's lists never wait on another's.
-pub async fn index_vectors(now_ms: u64) -> Result<Vec<search::IndexStep>> {
+/// so a corpus's lists never wait on another's, and each with its own
+/// outcome, so a corpus that fails (a corrupt row, a timeout) does not stop
+/// the upkeep of the corpora after it.
+pub async fn index_vectors(now_ms: u64) -> Result<Vec<(&'static str, Result<search::IndexStep>)>> {
     let stores = Stores::open().await?;
     let mut steps = Vec::new();
     for corpus in search::CORPORA {
-        steps.push(search::index(&stores.sql, corpus, mneme_knowledge::ivf::DRAIN_BLOCKS, now_ms).await?);
+        steps.push((corpus, search::index(&stores.sql, corpus, mneme_knowledge::ivf::DRAIN_BLOCKS, now_ms).await));
     }
     Ok(steps)
 }

@@ -105,11 +105,7 @@ async fn handle(req: Request) -> impl IntoResponse {
             drift::cycle(fixed, seed(&req).await, move || (now_ms() as i64 + offset) as u64).await
         }
         "tools" => tools::drain(now_ms).await,
-        "index" => mneme::knowledge::knowledge::index_vectors(now_ms()).await.map(|steps| {
-            json!({ "corpora": steps.iter().map(|s| json!({
-                "corpus": s.corpus, "trained": s.trained, "lists": s.lists, "moved": s.moved, "flat": s.flat,
-            })).collect::<Vec<_>>() })
-        }),
+        "index" => mneme::knowledge::knowledge::index_vectors(now_ms()).await.and_then(index_outcome),
         "regulate" => reflect::regulate(clock(&req).await).await,
         "reflect" => {
             let fixed = clock(&req).await;
@@ -164,6 +160,33 @@ async fn handle(req: Request) -> impl IntoResponse {
     match outcome {
         Ok(result) => json(StatusCode::OK, &json!({ "job": job, "took_ms": took_ms, "result": result })),
         Err(e) => ApiError::from_stage(e.code.name(), e.message).into_response(),
+    }
+}
+
+/// The vector index's upkeep, corpus by corpus. A corpus that failed makes
+/// the run fail (the scheduler logs it and `GET /status` shows it) with a
+/// message naming it and what the others did; their work is kept.
+fn index_outcome(
+    steps: Vec<mneme::knowledge::knowledge::VectorIndexStep>,
+) -> Result<serde_json::Value, mneme_types::StageError> {
+    let failed: Vec<String> = steps
+        .iter()
+        .filter_map(|s| s.error.as_ref().map(|e| format!("{}: {}: {}", s.corpus, e.code.name(), e.message)))
+        .collect();
+    let first = steps.iter().find_map(|s| s.error.as_ref().map(|e| e.code));
+    let report = steps.iter().map(|s| match &s.error {
+        None => json!({
+            "corpus": s.corpus, "trained": s.trained, "lists": s.lists, "moved": s.moved, "flat": s.flat,
+        }),
+        Some(e) => json!({ "corpus": s.corpus, "error": { "code": e.code.name(), "message": e.message } }),
+    });
+    let report = json!({ "corpora": report.collect::<Vec<_>>() });
+    match first {
+        None => Ok(report),
+        Some(code) => Err(mneme_types::StageError {
+            code,
+            message: format!("the vector index's upkeep failed for {}; every corpus: {report}", failed.join("; ")),
+        }),
     }
 }
 

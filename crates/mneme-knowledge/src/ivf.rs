@@ -48,46 +48,12 @@ impl Centroids {
     /// Bytes one centroid takes in [`Self::encode`].
     pub const BYTES_EACH: usize = 2 * DIMS;
 
-    /// Spherical k-means over `sample` (embeddings of [`DIMS`]): at most `k`
-    /// centroids, seeded by [`seeds`]; each round
-    /// assigns every point to the centroid of the highest cosine and sets
-    /// each centroid to its members' normalised mean (a centroid left with
-    /// no member keeps its place). A point of another length, or with a
-    /// component that is not finite, is left out. Deterministic: the same
-    /// sample gives the same centroids.
+    /// Spherical k-means over `sample` (embeddings of [`DIMS`]) in one
+    /// go: [`Training`] stepped to its end.
     pub fn train(sample: &[Vec<f32>], k: usize, rounds: usize) -> Self {
-        let sample: Vec<&[f32]> =
-            sample.iter().map(Vec::as_slice).filter(|v| v.len() == DIMS && v.iter().all(|x| x.is_finite())).collect();
-        let mut c: Vec<f32> = seeds(&sample, k).into_iter().flat_map(|p| sample[p].iter().copied()).collect();
-        let k = c.len() / DIMS;
-        let mut assigned = vec![usize::MAX; sample.len()];
-        for _ in 0..rounds {
-            let mut moved = false;
-            for (p, v) in sample.iter().enumerate() {
-                let n = nearest_float(&c, v);
-                moved |= assigned[p] != n;
-                assigned[p] = n;
-            }
-            if !moved {
-                break;
-            }
-            let mut sums = vec![0f32; k * DIMS];
-            for (v, &a) in sample.iter().zip(&assigned) {
-                for (s, x) in sums[a * DIMS..(a + 1) * DIMS].iter_mut().zip(v.iter()) {
-                    *s += x;
-                }
-            }
-            for (cj, sj) in c.chunks_exact_mut(DIMS).zip(sums.chunks_exact(DIMS)) {
-                let n = sj.iter().map(|x| x * x).sum::<f32>().sqrt();
-                if n > 0.0 {
-                    for (x, s) in cj.iter_mut().zip(sj) {
-                        *x = s / n;
-                    }
-                }
-            }
-        }
-        // Seeds are unit vectors and so is every mean: each component fits.
-        Centroids { q: c.iter().map(|x| (x * SCALE).round().clamp(-SCALE, SCALE) as i16).collect() }
+        let mut t = Training::new(sample, k, rounds);
+        while t.step() {}
+        t.finish()
     }
 
     pub fn len(&self) -> usize {
@@ -169,47 +135,184 @@ impl Centroids {
     }
 }
 
+/// Multiply-adds one [`Training::step`] does, about: some 20 ms of
+/// WebAssembly on this project's machines, so the upkeep can yield to the
+/// other requests its instance serves between steps (D-K16).
+const STEP_WORK: usize = 1 << 24;
+
+/// Spherical k-means over a sample of embeddings, in steps of bounded work
+/// ([`Self::step`]), so the caller can let other work run between them: at
+/// most `k` centroids, seeded by [`Seeding`]; each round assigns every
+/// point to the centroid of the highest cosine and sets each centroid to its
+/// members' normalised mean (a centroid left with no member keeps its
+/// place), for at most `rounds` rounds or until no point moves. A point of
+/// another length, or with a component that is not finite, is left out.
+/// Deterministic: the same sample gives the same centroids, whatever the
+/// steps' size.
+pub struct Training<'a> {
+    sample: Vec<&'a [f32]>,
+    k: usize,
+    rounds: usize,
+    /// Until the seeds are drawn.
+    seeding: Option<Seeding>,
+    /// Float centroids, one after another.
+    c: Vec<f32>,
+    assigned: Vec<usize>,
+    round: usize,
+    /// The next point this round assigns.
+    next: usize,
+    moved: bool,
+    done: bool,
+    seeds_per_step: usize,
+    points_per_step: usize,
+}
+
+impl<'a> Training<'a> {
+    pub fn new(sample: &'a [Vec<f32>], k: usize, rounds: usize) -> Self {
+        let sample: Vec<&[f32]> =
+            sample.iter().map(Vec::as_slice).filter(|v| v.len() == DIMS && v.iter().all(|x| x.is_finite())).collect();
+        let n = sample.len().max(1);
+        let done = sample.is_empty() || k == 0;
+        Training {
+            seeding: (!done).then(|| Seeding::new(&sample)),
+            sample,
+            k,
+            rounds,
+            c: Vec::new(),
+            assigned: Vec::new(),
+            round: 0,
+            next: 0,
+            moved: false,
+            done,
+            // A seed measures every point against itself; assigning a
+            // point measures it against every centroid.
+            seeds_per_step: (STEP_WORK / (n * DIMS)).max(1),
+            points_per_step: (STEP_WORK / (k.max(1) * DIMS)).max(1),
+        }
+    }
+
+    /// Does the next piece of work; false once there is none left.
+    pub fn step(&mut self) -> bool {
+        if self.done {
+            return false;
+        }
+        if let Some(s) = &mut self.seeding {
+            for _ in 0..self.seeds_per_step {
+                if s.chosen.len() >= self.k || !s.draw(&self.sample) {
+                    self.c = s.chosen.iter().flat_map(|&p| self.sample[p].iter().copied()).collect();
+                    self.assigned = vec![usize::MAX; self.sample.len()];
+                    self.seeding = None;
+                    self.done = self.rounds == 0;
+                    break;
+                }
+            }
+            return !self.done;
+        }
+        let end = (self.next + self.points_per_step).min(self.sample.len());
+        for p in self.next..end {
+            let n = nearest_float(&self.c, self.sample[p]);
+            self.moved |= self.assigned[p] != n;
+            self.assigned[p] = n;
+        }
+        self.next = end;
+        if end == self.sample.len() {
+            self.round += 1;
+            self.next = 0;
+            match std::mem::take(&mut self.moved) {
+                false => self.done = true,
+                true => {
+                    self.means();
+                    self.done = self.round == self.rounds;
+                }
+            }
+        }
+        !self.done
+    }
+
+    /// Each centroid becomes its members' normalised mean.
+    fn means(&mut self) {
+        let mut sums = vec![0f32; self.c.len()];
+        for (v, &a) in self.sample.iter().zip(&self.assigned) {
+            for (s, x) in sums[a * DIMS..(a + 1) * DIMS].iter_mut().zip(v.iter()) {
+                *s += x;
+            }
+        }
+        for (cj, sj) in self.c.chunks_exact_mut(DIMS).zip(sums.chunks_exact(DIMS)) {
+            let n = sj.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if n > 0.0 {
+                for (x, s) in cj.iter_mut().zip(sj) {
+                    *x = s / n;
+                }
+            }
+        }
+    }
+
+    /// The centroids as trained so far (all of them once [`Self::step`]
+    /// has returned false).
+    pub fn finish(mut self) -> Centroids {
+        if let Some(s) = self.seeding.take() {
+            self.c = s.chosen.iter().flat_map(|&p| self.sample[p].iter().copied()).collect();
+        }
+        // Seeds are unit vectors and so is every mean: each component fits.
+        Centroids { q: self.c.iter().map(|x| (x * SCALE).round().clamp(-SCALE, SCALE) as i16).collect() }
+    }
+}
+
 /// The k-means++ seeding with a fixed generator: the first point, then each
 /// next seed drawn with odds of its squared distance (1 − cosine) to the
-/// nearest seed so far, so the seeds spread over the sample's clusters. At
-/// most `k`, fewer when the sample has fewer distinct points.
-fn seeds(sample: &[&[f32]], k: usize) -> Vec<usize> {
-    if sample.is_empty() || k == 0 {
-        return Vec::new();
-    }
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let dist = |a: &[f32], b: &[f32]| -> f64 {
-        // A point's cosine to itself may round a little below 1.
-        let d = 1.0 - f64::from(a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>());
-        if d < 1e-6 { 0.0 } else { d * d }
-    };
-    let mut chosen = vec![0];
-    let mut d2: Vec<f64> = sample.iter().map(|p| dist(p, sample[0])).collect();
-    while chosen.len() < k {
-        let total: f64 = d2.iter().sum();
-        // Every point is a seed or a duplicate of one. (NaN is checked too,
-        // though the sample holds only finite points.)
-        if total.is_nan() || total <= 0.0 {
-            break;
+/// nearest seed so far, so the seeds spread over the sample's clusters.
+/// Fewer than asked when the sample has fewer distinct points.
+struct Seeding {
+    state: u64,
+    chosen: Vec<usize>,
+    /// Each point's squared distance to its nearest seed.
+    d2: Vec<f64>,
+}
+
+impl Seeding {
+    /// The first seed: the sample's first point (the sample is not empty).
+    fn new(sample: &[&[f32]]) -> Self {
+        Seeding {
+            state: 0x9E37_79B9_7F4A_7C15,
+            chosen: vec![0],
+            d2: sample.iter().map(|p| dist(p, sample[0])).collect(),
         }
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let mut at = (state >> 11) as f64 / (1u64 << 53) as f64 * total;
-        let mut next = d2.iter().rposition(|&d| d > 0.0).expect("a point away from the seeds");
-        for (p, &d) in d2.iter().enumerate() {
+    }
+
+    /// Draws the next seed; false when every point is a seed or a
+    /// duplicate of one.
+    fn draw(&mut self, sample: &[&[f32]]) -> bool {
+        let total: f64 = self.d2.iter().sum();
+        // (NaN is checked too, though the sample holds only finite points.)
+        if total.is_nan() || total <= 0.0 {
+            return false;
+        }
+        let state = &mut self.state;
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        let mut at = (*state >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let mut next = self.d2.iter().rposition(|&d| d > 0.0).expect("a point away from the seeds");
+        for (p, &d) in self.d2.iter().enumerate() {
             if d > 0.0 && at < d {
                 next = p;
                 break;
             }
             at -= d;
         }
-        chosen.push(next);
-        for (d, p) in d2.iter_mut().zip(sample) {
+        self.chosen.push(next);
+        for (d, p) in self.d2.iter_mut().zip(sample) {
             *d = d.min(dist(p, sample[next]));
         }
+        true
     }
-    chosen
+}
+
+/// The seeding's squared distance, (1 − cosine)², of two unit vectors.
+fn dist(a: &[f32], b: &[f32]) -> f64 {
+    // A point's cosine to itself may round a little below 1.
+    let d = 1.0 - f64::from(a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>());
+    if d < 1e-6 { 0.0 } else { d * d }
 }
 
 /// The index in `0..n` of the highest score, the lowest on a tie.
@@ -325,6 +428,27 @@ mod tests {
         used.sort_unstable();
         used.dedup();
         assert!(used.len() > 16, "random signatures spread over the lists: {}", used.len());
+    }
+
+    #[test]
+    fn the_steps_size_does_not_change_the_centroids() {
+        let mut rng = Rng(13);
+        let points: Vec<Vec<f32>> = (0..300).map(|_| rng.near(&[0.0; DIMS], 1.0)).collect();
+        let whole = Centroids::train(&points, 16, ROUNDS);
+        for (seeds, pts) in [(1, 1), (3, 7), (1, 300), (16, 1)] {
+            let mut t = Training::new(&points, 16, ROUNDS);
+            (t.seeds_per_step, t.points_per_step) = (seeds, pts);
+            let mut steps = 0;
+            while t.step() {
+                steps += 1;
+            }
+            assert_eq!(t.finish(), whole, "{seeds} seeds, {pts} points a step");
+            assert!(steps >= 15 / seeds, "{steps} steps");
+        }
+        // The default steps stay near their budget of work: a round of
+        // 8,192 points against 256 centroids takes about 48 of them.
+        let t = Training::new(&points, LISTS, ROUNDS);
+        assert_eq!(t.points_per_step, STEP_WORK / (LISTS * DIMS));
     }
 
     #[test]

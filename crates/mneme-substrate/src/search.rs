@@ -275,7 +275,13 @@ pub async fn index(sql: &Sql, corpus: &str, max_blocks: usize, now_ms: u64) -> R
             // Past the early return, an untrained corpus holds TRAIN_AT.
             Some(claim) => {
                 let s = training_sample(sql, corpus, &flat).await?;
-                Some(Trained { sampled: s.len(), centroids: Centroids::train(&s, ivf::LISTS, ivf::ROUNDS), claim })
+                // Seconds of CPU: between steps the instance's other
+                // requests run (it serves several at once, D-F17).
+                let mut training = ivf::Training::new(&s, ivf::LISTS, ivf::ROUNDS);
+                while training.step() {
+                    spin_sdk::wit_bindgen::yield_async().await;
+                }
+                Some(Trained { sampled: s.len(), centroids: training.finish(), claim })
             }
         },
     };

@@ -104,7 +104,20 @@ const INDEX: &str = "INSERT INTO search_index (corpus, ref_id, title, body, meta
 const VECTOR: &str = "INSERT INTO search_vectors (seq, embedding) VALUES ($1, $2)";
 const BLOCK: &str =
     "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// The timeline's count of a type on day 0, when fillers of that type were
+/// written (their `created_ms` is 0).
+const DAYS: &str = "INSERT INTO knowledge_days (type, day, n) VALUES ($1, 0, $2)
+     ON CONFLICT (type, day) DO UPDATE SET n = knowledge_days.n + excluded.n";
 const NEXT_BLOCK: &str = "SELECT COALESCE(MAX(block), -1) + 1 FROM vector_blocks WHERE corpus = $1";
+
+/// How many of `rows` are of each type.
+fn kinds(rows: &[Filler]) -> std::collections::BTreeMap<&'static str, i64> {
+    let mut n = std::collections::BTreeMap::new();
+    for r in rows {
+        *n.entry(r.kind).or_insert(0) += 1;
+    }
+    n
+}
 
 fn seed_pg(c: &mut postgres::Client, corpus: &str, n: usize, texts: &[String], rng: &mut Rng) {
     let knowledge = corpus == "knowledge";
@@ -153,6 +166,12 @@ fn seed_pg(c: &mut postgres::Client, corpus: &str, n: usize, texts: &[String], r
     }
     if knowledge {
         tx.execute("UPDATE knowledge_counter SET n = $1 WHERE name = 'entry'", &[&(start + n as i64)]).unwrap();
+        // The timeline's counts (migration 0019), when the build keeps them.
+        if tx.query_one("SELECT to_regclass('knowledge_days') IS NOT NULL", &[]).unwrap().get(0) {
+            for (kind, count) in kinds(&rows) {
+                tx.execute(DAYS, &[&kind, &count]).unwrap();
+            }
+        }
     }
     tx.commit().unwrap();
     // What autovacuum does within a minute of a bulk load: planner
@@ -195,6 +214,13 @@ fn seed_sqlite(path: &std::path::Path, corpus: &str, n: usize, texts: &[String],
     }
     if knowledge {
         tx.execute("UPDATE knowledge_counter SET n = ?1 WHERE name = 'entry'", [start + n as i64]).unwrap();
+        let days: i64 =
+            tx.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'knowledge_days'", [], |r| r.get(0)).unwrap();
+        if days > 0 {
+            for (kind, count) in kinds(&rows) {
+                tx.execute(&DAYS.replace('$', "?"), rusqlite::params![kind, count]).unwrap();
+            }
+        }
     }
     tx.commit().unwrap();
     // The planner statistics Postgres would have by now (see `seed_pg`).

@@ -1391,6 +1391,13 @@ fn the_timeline_counts_entries_per_type_by_the_day_they_were_recorded() {
         for bad in ["0", "731", "x"] {
             app.call("GET", &format!("/knowledge/timeline?days={bad}"), None, t0).assert_error(400, "invalid");
         }
+        // The counts are kept (migration 0019) and go with the entries.
+        let a = bearer();
+        let r = app.request("DELETE", "/privacy/delete-all?confirm=true", &[("authorization", a.as_str())], None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(db_count(&app, &b, "SELECT count(*) FROM knowledge_days"), 0, "{backend:?}");
+        let empty = app.call("GET", "/knowledge/timeline?days=30", None, t0).json();
+        assert_eq!((empty["total"].as_u64(), &empty["series"]["decision"][29]), (Some(0), &json!(0)), "{empty}");
     }
 }
 

@@ -187,7 +187,7 @@ pub async fn route(req: Request, path: &str, query: &HashMap<String, String>) ->
             };
             let today = clock::request_ms(req.headers()).await as i64 / 86_400_000;
             let first = today - (days - 1);
-            let timeline = knowledge::timeline((first * 86_400_000) as u64).await;
+            let timeline = knowledge::timeline(first).await;
             reply(stage_value(timeline.map(|t| timeline_json(&t, first, days))))
         }
         "/retrieve" if method == Method::POST => retrieve(req).await,

@@ -496,6 +496,13 @@ async fn apply_one(
                 ],
             )
             .await?;
+            // The timeline's count of its type and day (migration 0019).
+            sql.execute(
+                "INSERT INTO knowledge_days (type, day, n) VALUES ($1, $2, 1)
+                 ON CONFLICT (type, day) DO UPDATE SET n = knowledge_days.n + 1",
+                &[e.kind.as_str().into(), (r.now_ms as i64 / 86_400_000).into()],
+            )
+            .await?;
             if superseded_by.is_none() {
                 let (title, body) = search_text(&e);
                 let meta = json!({"type": e.kind.as_str()});

@@ -74,8 +74,8 @@ impl Guest for Stage {
     async fn patterns() -> Result<Vec<PatternView>, StageError> {
         Ok(read::pattern_list().await?)
     }
-    async fn timeline(since_ms: u64) -> Result<EntryTimeline, StageError> {
-        Ok(read::timeline(since_ms).await?)
+    async fn timeline(since_day: i64) -> Result<EntryTimeline, StageError> {
+        Ok(read::timeline(since_day).await?)
     }
     async fn retrieve(query: String, k: u32, mode: SearchMode, now_ms: u64) -> Result<Retrieved, StageError> {
         Ok(read::retrieve(&query, k as usize, mode.into(), now_ms).await?)

@@ -263,6 +263,8 @@ pub async fn delete_all() -> Result<Deleted> {
                 sql.execute("DELETE FROM search_corpora", &[]).await?;
             }
             sql.execute("DELETE FROM vector_centroids", &[]).await?;
+            // The timeline's counts of the entries (migration 0019).
+            sql.execute("DELETE FROM knowledge_days", &[]).await?;
             sql.execute("DELETE FROM vector_training", &[]).await?;
             Ok(n)
         })

@@ -1225,7 +1225,13 @@ fn the_vector_index_trains_at_20000_signatures_and_every_document_is_still_found
         // tick sent while it trains answers first.
         let (d, answered_first) = std::thread::scope(|s| {
             let training = s.spawn(|| index_tick(&app));
-            std::thread::sleep(std::time::Duration::from_millis(1_500));
+            // The run claims the training, reads its sample (a fraction of
+            // a second), then trains for seconds: the tick goes in then.
+            let claimed = || db_count(&app, &b, "SELECT count(*) FROM vector_training WHERE corpus = 'document'") > 0;
+            while !claimed() && !training.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(700));
             let r = app.request("POST", "/tick/tools", &[("authorization", mneme_e2e::CRON_AUTH)], None);
             assert_eq!(r.status, 200, "{backend:?}: {}", r.body);
             let first = !training.is_finished();

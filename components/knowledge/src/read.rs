@@ -136,8 +136,10 @@ pub async fn pattern_list() -> Result<Vec<PatternView>> {
         .collect()
 }
 
-/// Entries per type recorded since `since_ms`, by UTC day, and the counts
-/// before it: two grouped counts, whatever the store's size.
+/// Entries per type recorded from the start of UTC day `since_day`, by
+/// day, and the counts before it, from the counts the ingest keeps
+/// (D-K18): what is read grows with the days that have entries, not with
+/// the entries.
 pub async fn timeline(since_day: i64) -> Result<EntryTimeline> {
     let stores = Stores::open().await?;
     // Kept per type and day as entries are recorded (migration 0019): a

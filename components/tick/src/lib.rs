@@ -165,7 +165,9 @@ async fn handle(req: Request) -> impl IntoResponse {
 
 /// The vector index's upkeep, corpus by corpus. A corpus that failed makes
 /// the run fail (the scheduler logs it and `GET /status` shows it) with a
-/// message naming it and what the others did; their work is kept.
+/// message naming it and what the others did; their work is kept. The
+/// status is `store-unavailable`'s when any corpus met it, else the first
+/// failure's.
 fn index_outcome(
     steps: Vec<mneme::knowledge::knowledge::VectorIndexStep>,
 ) -> Result<serde_json::Value, mneme_types::StageError> {
@@ -173,7 +175,10 @@ fn index_outcome(
         .iter()
         .filter_map(|s| s.error.as_ref().map(|e| format!("{}: {}: {}", s.corpus, e.code.name(), e.message)))
         .collect();
-    let first = steps.iter().find_map(|s| s.error.as_ref().map(|e| e.code));
+    // A store that did not answer (503: try again) over any other failure.
+    let unavailable = mneme_types::ErrorCode::StoreUnavailable;
+    let codes = || steps.iter().filter_map(|s| s.error.as_ref().map(|e| e.code));
+    let first = codes().find(|c| *c == unavailable).or_else(|| codes().next());
     let report = steps.iter().map(|s| match &s.error {
         None => json!({
             "corpus": s.corpus, "trained": s.trained, "lists": s.lists, "moved": s.moved, "flat": s.flat,

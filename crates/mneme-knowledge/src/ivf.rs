@@ -2,8 +2,9 @@
 //!
 //! A corpus's signatures start in its flat blocks, which a query reads whole
 //! (the scan of [`crate::fusion::shortlist`]). Once a corpus holds
-//! [`TRAIN_AT`] of them, [`Centroids::train`] draws [`LISTS`] centroids from
-//! a sample of their embeddings by spherical k-means, every signature moves
+//! [`TRAIN_AT`] of them, [`Training`] draws [`LISTS`] centroids from a
+//! sample of their embeddings by spherical k-means (in steps, so the upkeep
+//! can yield between them), every signature moves
 //! to the list of the centroid nearest to it, and a query reads only the
 //! [`PROBES`] lists nearest its own embedding, plus whatever is still flat.
 //!
@@ -449,6 +450,32 @@ mod tests {
         // 8,192 points against 256 centroids takes about 48 of them.
         let t = Training::new(&points, LISTS, ROUNDS);
         assert_eq!(t.points_per_step, STEP_WORK / (LISTS * DIMS));
+    }
+
+    #[test]
+    fn the_stepped_training_gives_the_centroids_the_one_loop_form_gave() {
+        // 2,000 unit vectors in 37 loose groups; the hash (FNV-1a of the
+        // encoded centroids) is what `Centroids::train` gave before the
+        // training was stepped (e0149ac^), so stores trained by either
+        // build agree on every list.
+        let mut st = 12_345u64;
+        let mut next = || {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            (st >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+        };
+        let points: Vec<Vec<f32>> = (0..2_000)
+            .map(|i| {
+                let v: Vec<f32> = (0..DIMS).map(|d| next() + if d % 37 == i % 37 { 1.5 } else { 0.0 }).collect();
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter().map(|x| x / n).collect()
+            })
+            .collect();
+        let c = Centroids::train(&points, 64, ROUNDS);
+        let hash =
+            c.encode().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+        assert_eq!((c.len(), hash), (64, 0x2ced_311d_32a2_d978));
     }
 
     #[test]

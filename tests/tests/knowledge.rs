@@ -23,6 +23,13 @@ fn start(b: &BackendEnv, model: Option<&FakeModel>, ingest_token: bool) -> App {
     App::start("spin.toml", &env)
 }
 
+/// The app of an edited `manifest` (some crons left out), taking ingests.
+fn start_served(manifest: &str, b: &BackendEnv, model: Option<&FakeModel>) -> App {
+    let mut env = test_env(b, model);
+    env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
+    App::start(manifest, &env)
+}
+
 fn bearer() -> String {
     format!("Bearer {TEST_KEY}")
 }
@@ -1105,9 +1112,7 @@ fn a_corpus_whose_index_upkeep_fails_does_not_stop_the_others() {
     let served = mneme_e2e::without_crons(dir.path(), &["index"]);
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
-        let mut env = test_env(&b, None);
-        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
-        let app = App::start(&served, &env);
+        let app = start_served(&served, &b, None);
         let docs: Vec<Value> = (0..3)
             .map(|i| json!({"id": format!("memo-{i}"), "text": format!("Memo {i} about the quarry's new fence.")}))
             .collect();
@@ -1189,9 +1194,7 @@ fn the_vector_index_trains_at_20000_signatures_and_every_document_is_still_found
     let served = mneme_e2e::without_crons(dir.path(), &["index"]);
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
-        let mut env = test_env(&b, None);
-        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
-        let app = App::start(&served, &env);
+        let app = start_served(&served, &b, None);
         let docs: Vec<Value> =
             texts.iter().enumerate().map(|(i, t)| json!({"id": format!("note-{i}"), "text": t})).collect();
         let r = post(&app, "/documents", json!({"documents": docs}));
@@ -1354,9 +1357,7 @@ fn the_timeline_counts_entries_per_type_by_the_day_they_were_recorded() {
         let dir = tempfile::tempdir().unwrap();
         // No cron tick may record an entry on the wall clock's day.
         let manifest = mneme_e2e::without_crons(dir.path(), &mneme_e2e::TICK_JOBS);
-        let mut env = test_env(&b, None);
-        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
-        let app = App::start(&manifest, &env);
+        let app = start_served(&manifest, &b, None);
         let drain_at = |at: u64| {
             let clock = at.to_string();
             let headers = [("authorization", mneme_e2e::CRON_AUTH), ("x-mneme-clock", clock.as_str())];
@@ -1420,9 +1421,7 @@ fn a_trained_knowledge_corpus_still_merges_restatements_and_supersedes_contradic
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let model = FakeModel::start(Script::default());
-        let mut env = test_env(&b, Some(&model));
-        env.push(("SPIN_VARIABLE_INGEST_TOKEN".into(), INGEST.into()));
-        let app = App::start(&served, &env);
+        let app = start_served(&served, &b, Some(&model));
         let say = |position: &str, reasoning: &str, text: &str, date: &str| {
             model.route(
                 EXTRACT,

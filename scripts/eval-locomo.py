@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Retrieval evaluation on LoCoMo (../shared/data/locomo10.json) against a
 running Mneme: every dialogue turn becomes a document (`speaker: text`, plus
-its image caption), each question with evidence (categories 1-4) is asked
+its image caption, dated by its session as `source_date`), each question with evidence (categories 1-4) is asked
 through GET /search in each mode, and recall@k is the mean fraction of the
 question's evidence turns found in the top k. One conversation at a time:
 the store is emptied between conversations, so a question only sees its own
@@ -20,6 +20,7 @@ only those. Reads nothing but the dataset and the API; prints a JSON summary.
 """
 
 import json
+import re
 import sys
 import time
 import urllib.parse
@@ -44,11 +45,23 @@ def mean(xs):
     return round(sum(xs) / len(xs), 3) if xs else None
 
 
+MONTHS = "January February March April May June July August September October November December".split()
+
+
+def session_date(text):
+    """`1:56 pm on 8 May, 2023` as `2023-05-08`; None when it is not that form."""
+    m = re.search(r"(\d{1,2}) (\w+), (\d{4})", text or "")
+    if not m or m.group(2) not in MONTHS:
+        return None
+    return f"{m.group(3)}-{MONTHS.index(m.group(2)) + 1:02d}-{int(m.group(1)):02d}"
+
+
 def turns(conv, context=0):
     c = conv["conversation"]
     n = 1
     while f"session_{n}" in c:
         session = c[f"session_{n}"]
+        date = session_date(c.get(f"session_{n}_date_time"))
         texts = []
         for t in session:
             text = f"{t['speaker']}: {t['text']}"
@@ -57,6 +70,8 @@ def turns(conv, context=0):
             texts.append(text)
         for i, t in enumerate(session):
             doc = {"id": t["dia_id"], "title": t["speaker"], "text": texts[i]}
+            if date:
+                doc["source_date"] = date
             if context:
                 around = texts[max(0, i - context) : i] + texts[i + 1 : i + 1 + context]
                 doc["context"] = " ".join(around)

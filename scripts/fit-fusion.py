@@ -63,7 +63,7 @@ def main():
 
     print(json.dumps({
         "best_on_fit": [show(k, w) for _, k, w in grid[:8]],
-        "shipped": show(20, 0.05),
+        "shipped": show(5, 0.4),  # TEXT_RANK_K, COSINE_WEIGHT (mneme-knowledge fusion.rs)
     }, indent=1))
 
 

@@ -101,6 +101,9 @@ fn pack(signatures: impl Iterator<Item = (i64, Vec<u64>)>) -> Vec<Block> {
 const ENTRY: &str = "INSERT INTO knowledge_entries (seq, id, type, topic, position, reasoning, confidence, stability, tier, tags, source_type, source_date, corroboration_count, created_at, extractor, embedding, created_ms)
      VALUES ($1, $2, $3, $4, $5, 'filler', 'medium', 'stable', 'public', '[]', 'chat', '2026-11-01', 1, '2026-11-01T00:00:00Z', 'bench-filler', $6, 0)";
 const INDEX: &str = "INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms) VALUES ($1, $2, $3, $4, '{}', 0) RETURNING seq";
+/// [`INDEX`] with the words of the fillers' date (`ENTRY`'s `source_date`),
+/// for a build that indexes dates (migration 0020, D-K19).
+const INDEX_DATED: &str = "INSERT INTO search_index (corpus, ref_id, title, body, dated, meta, created_ms) VALUES ($1, $2, $3, $4, '1 November 2026', '{}', 0) RETURNING seq";
 const VECTOR: &str = "INSERT INTO search_vectors (seq, embedding) VALUES ($1, $2)";
 const BLOCK: &str =
     "INSERT INTO vector_blocks (corpus, block, n, seqs, sigs, lo, hi) VALUES ($1, $2, $3, $4, $5, $6, $7)";
@@ -123,8 +126,16 @@ fn seed_pg(c: &mut postgres::Client, corpus: &str, n: usize, texts: &[String], r
     let knowledge = corpus == "knowledge";
     let start: i64 = c.query_one("SELECT n FROM knowledge_counter WHERE name = 'entry'", &[]).unwrap().get(0);
     let rows = fillers(corpus, start + 1, n, texts, rng);
+    let dated: bool = c
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = 'search_index' AND column_name = 'dated')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
     let mut tx = c.transaction().unwrap();
-    let (entry, index, vector) = (tx.prepare(ENTRY).unwrap(), tx.prepare(INDEX).unwrap(), tx.prepare(VECTOR).unwrap());
+    let index = if dated { INDEX_DATED } else { INDEX };
+    let (entry, index, vector) = (tx.prepare(ENTRY).unwrap(), tx.prepare(index).unwrap(), tx.prepare(VECTOR).unwrap());
     let mut signatures = Vec::new();
     for r in &rows {
         if knowledge {
@@ -189,13 +200,19 @@ fn seed_sqlite(path: &std::path::Path, corpus: &str, n: usize, texts: &[String],
     c.busy_timeout(Duration::from_secs(30)).unwrap();
     let start: i64 = c.query_row("SELECT n FROM knowledge_counter WHERE name = 'entry'", [], |r| r.get(0)).unwrap();
     let rows = fillers(corpus, start + 1, n, texts, rng);
+    let dated: bool = c
+        .query_row("SELECT count(*) > 0 FROM pragma_table_info('search_index') WHERE name = 'dated'", [], |r| r.get(0))
+        .unwrap();
     let tx = c.transaction().unwrap();
     let mut signatures = Vec::new();
     {
         // rusqlite numbers `?N` parameters; the statements are written once, with `$N`.
         let q = |s: &str| s.replace('$', "?");
-        let (mut entry, mut index, mut vector) =
-            (tx.prepare(&q(ENTRY)).unwrap(), tx.prepare(&q(INDEX)).unwrap(), tx.prepare(&q(VECTOR)).unwrap());
+        let (mut entry, mut index, mut vector) = (
+            tx.prepare(&q(ENTRY)).unwrap(),
+            tx.prepare(&q(if dated { INDEX_DATED } else { INDEX })).unwrap(),
+            tx.prepare(&q(VECTOR)).unwrap(),
+        );
         for r in &rows {
             if knowledge {
                 entry.execute(rusqlite::params![r.seq, r.id, r.kind, r.topic, r.body, r.embedding]).unwrap();

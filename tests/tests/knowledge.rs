@@ -713,6 +713,57 @@ fn a_documents_context_is_searchable_below_its_own_words() {
     }
 }
 
+/// D-K19: an item is found by its date's day, month and year: a
+/// document by its `source_date`, else by the day it was added, and an
+/// entry by its source's date; the words are an index, never shown.
+#[test]
+fn an_items_date_is_searchable_by_its_day_month_and_year() {
+    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() / 86_400;
+    let today = mneme_knowledge::fusion::date_words(&mneme_time::calendar::format_date(days as i64));
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let r = post(
+            &app,
+            "/documents",
+            json!({"documents": [
+                {"id": "fence", "title": "Garden", "text": "We repainted the fence green.", "source_date": "2023-05-08"},
+                {"id": "shed", "title": "Garden", "text": "We repainted the shed blue.", "source_date": "2023-10-13"},
+                {"id": "gate", "title": "Garden", "text": "We repainted the gate red."}
+            ]}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let ids = |q: &str| -> Vec<String> {
+            let q = q.replace(' ', "%20");
+            let hits = get(&app, &format!("/search?q={q}&k=3&corpus=document&mode=text"));
+            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(ids("What did we repaint in May 2023?")[0], "fence", "{backend:?}");
+        assert_eq!(ids("What was repainted on 13 October, 2023?")[0], "shed", "{backend:?}");
+        assert_eq!(ids("October"), ["shed"], "{backend:?}: only the dated words match");
+        assert_eq!(ids(&format!("repainted {today}"))[0], "gate", "{backend:?}: undated is the day it was added");
+        let hit = get(&app, "/search?q=October&k=3&corpus=document&mode=text");
+        let snippet = hit["results"][0]["snippet"].as_str().unwrap();
+        assert!(!snippet.contains("October"), "{backend:?}: the date's words are not the text: {snippet}");
+        // A replaced document is found by its new date only.
+        let r = post(
+            &app,
+            "/documents",
+            json!({"id": "shed", "title": "Garden", "text": "We repainted the shed blue.", "source_date": "2024-02-29"}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert!(ids("October").is_empty(), "{backend:?}");
+        assert_eq!(ids("29 February 2024"), ["shed"], "{backend:?}");
+        // An entry is found by its source's date.
+        let job = ingest(&app, "Alice: Never deploy on a Friday, since nobody is around to fix it.", "2022-07-04");
+        assert_eq!(finish(&app, &job)["status"], "done");
+        let found = get(&app, "/search?q=July%202022&k=5&corpus=knowledge&mode=text");
+        let ids: Vec<&str> = found["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["KE-0001"], "{backend:?}: {found}");
+        assert_terms_recount(&b, "after dated writes");
+    }
+}
+
 /// D-K15: once a query's words are common, the full-text read ranks only
 /// the rows holding its rare words; a query of common words only, or with
 /// a word no row holds, still answers. PostgreSQL's term counts stay equal

@@ -328,7 +328,15 @@ async fn store_episode(
     let meta = json!({"thread_id": thread, "topic": topic, "salience": salience});
     search::put(
         sql,
-        &search::NewItem { corpus: CORPUS, ref_id: &id, title: &title, body: &body, context: "", meta: &meta },
+        &search::NewItem {
+            corpus: CORPUS,
+            ref_id: &id,
+            title: &title,
+            body: &body,
+            context: "",
+            date: "",
+            meta: &meta,
+        },
         embedding,
         r.now_ms,
     )

@@ -432,7 +432,7 @@ async fn apply_one(
             )
             .await?;
             let (title, body) = search_text(&e);
-            search::retext(sql, CORPUS, &e.id, &title, &body).await?;
+            search::retext(sql, CORPUS, &e.id, &title, &body, &e.source_date).await?;
             o.outcome = OutcomeKind::Merged;
             o.into = Some(into);
         }
@@ -512,6 +512,7 @@ async fn apply_one(
                     title: &title,
                     body: &body,
                     context: "",
+                    date: &e.source_date,
                     meta: &meta,
                 };
                 search::put(sql, &new, &item.retrieval, r.now_ms).await?;

@@ -296,6 +296,7 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
                     title: &title,
                     body: &d.text,
                     context,
+                    date: d.source_date.as_deref().unwrap_or(""),
                     meta: &meta,
                 };
                 search::put(sql, &new, e, now).await.map_err(fail)?;

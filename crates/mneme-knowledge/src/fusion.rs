@@ -125,6 +125,40 @@ pub fn shortlist(query: &[u64], blocks: &[Block], n: usize) -> Vec<i64> {
 /// conversations 0–4 (docs/BENCHMARKS.md).
 pub const CONTEXT_WEIGHT: f64 = 0.25;
 
+/// Weight of an item's date words ([`date_words`]) in full-text ranking,
+/// where its own words weigh 1: FTS5's `bm25` column weight for the date
+/// column, and PostgreSQL's weight for the class `B` the date's words
+/// carry (D-K19). Fitted on LoCoMo conversations 0–4 (docs/BENCHMARKS.md).
+pub const DATE_WEIGHT: f64 = 1.0;
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// The words an item's date is found by (D-K19): `2023-05-08` (a time after
+/// it is not read) is `8 May 2023`, the way people write a date in a
+/// question ("what did I do on 8 May, 2023", "in May 2023"). Empty when it
+/// is not a real date. Migration 0020 writes the same words for the items
+/// indexed before it.
+pub fn date_words(date: &str) -> String {
+    let Some(days) = mneme_time::calendar::parse_date(date) else { return String::new() };
+    let day = mneme_time::calendar::format_date(days);
+    let (year, month, dom) = (&day[..4], &day[5..7], &day[8..10]);
+    let month: usize = month.parse().unwrap_or(1);
+    format!("{} {} {year}", dom.trim_start_matches('0'), MONTHS[month - 1])
+}
+
 /// Rank constant of the full-text term of the fusion (D-K6, refitted on
 /// LoCoMo conversations 0–4 with D-K13's context in place).
 pub const TEXT_RANK_K: f64 = 5.0;
@@ -270,6 +304,16 @@ pub fn pool(k: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_date_is_found_by_its_day_month_and_year() {
+        assert_eq!(date_words("2023-05-08"), "8 May 2023");
+        assert_eq!(date_words("2022-10-13T09:30:00Z"), "13 October 2022");
+        assert_eq!(date_words(" 1999-12-31 "), "31 December 1999");
+        for not_a_date in ["", "2023-02-30", "08/05/2023", "2023-5-8", "yesterday"] {
+            assert_eq!(date_words(not_a_date), "", "{not_a_date:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

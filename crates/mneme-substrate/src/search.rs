@@ -31,13 +31,17 @@ pub struct NewItem<'a> {
     /// Text around the item (a transcript turn's neighbours), searchable
     /// and ranked below its own words (D-K13); empty for most items.
     pub context: &'a str,
+    /// The item's date, `YYYY-MM-DD` (a time after it is not read), found
+    /// by its day, month and year ([`fusion::date_words`], D-K19); empty
+    /// for the day it is indexed (UTC).
+    pub date: &'a str,
     pub meta: &'a serde_json::Value,
 }
 
 /// Adds an item; returns its sequence number. Call inside the caller's
 /// transaction so the row and its signature land together.
 pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) -> Result<i64> {
-    let NewItem { corpus, ref_id, title, body, context, meta } = *item;
+    let NewItem { corpus, ref_id, title, body, context, date, meta } = *item;
     if embedding.len() != crate::EMBEDDING_DIM {
         return Err(Fail::new(
             "internal",
@@ -47,14 +51,15 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
     lock(sql, corpus).await?;
     let rows = sql
         .query(
-            "INSERT INTO search_index (corpus, ref_id, title, body, context, meta, created_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+            "INSERT INTO search_index (corpus, ref_id, title, body, context, dated, meta, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
             &[
                 corpus.into(),
                 ref_id.into(),
                 title.into(),
                 body.into(),
                 context.into(),
+                dated(date, now_ms).into(),
                 meta.to_string().into(),
                 (now_ms as i64).into(),
             ],
@@ -69,6 +74,19 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
     append_signature(sql, corpus, seq, fusion::signature(embedding)).await?;
     count_terms(sql, corpus, ref_id, Count::Add).await?;
     Ok(seq)
+}
+
+/// The words `date` is found by, or the day of `now_ms`'s when it is empty
+/// (D-K19).
+fn dated(date: &str, now_ms: u64) -> String {
+    let today;
+    let date = if date.trim().is_empty() {
+        today = mneme_time::calendar::format_date(now_ms as i64 / 86_400_000);
+        &today
+    } else {
+        date
+    };
+    fusion::date_words(date)
 }
 
 /// Whether [`count_terms`] adds an item's terms or takes them away.
@@ -593,14 +611,16 @@ async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64], lists: &[i64]) -
     Ok(())
 }
 
-/// Rewrites an item's text (its embedding is unchanged). Call inside a
-/// transaction: the text and its term counts change together.
-pub async fn retext(sql: &Sql, corpus: &str, ref_id: &str, title: &str, body: &str) -> Result<()> {
+/// Rewrites an item's text and, unless `date` is empty, its date (its
+/// embedding is unchanged). Call inside a transaction: the text and its
+/// term counts change together.
+pub async fn retext(sql: &Sql, corpus: &str, ref_id: &str, title: &str, body: &str, date: &str) -> Result<()> {
     lock(sql, corpus).await?;
     count_terms(sql, corpus, ref_id, Count::Remove).await?;
     sql.execute(
-        "UPDATE search_index SET title = $3, body = $4 WHERE corpus = $1 AND ref_id = $2",
-        &[corpus.into(), ref_id.into(), title.into(), body.into()],
+        "UPDATE search_index SET title = $3, body = $4, dated = CASE WHEN $5 = '' THEN dated ELSE $5 END
+         WHERE corpus = $1 AND ref_id = $2",
+        &[corpus.into(), ref_id.into(), title.into(), body.into(), fusion::date_words(date).into()],
     )
     .await?;
     count_terms(sql, corpus, ref_id, Count::Add).await
@@ -720,10 +740,11 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
     }
     let (items, df) = frequencies(sql, corpora, &terms).await?;
     let plan = fusion::text_plan(items, &terms, &df);
-    // The title weighs 2, the body 1 and the context CONTEXT_WEIGHT
-    // (D-K13); PostgreSQL's weights are listed D, C, B, A, and only A (the
-    // title and body) and D (the context) occur (B and C keep their defaults).
-    let context = fusion::CONTEXT_WEIGHT;
+    // The title weighs 2, the body 1, the date DATE_WEIGHT (D-K19) and the
+    // context CONTEXT_WEIGHT (D-K13); PostgreSQL's weights are listed D, C,
+    // B, A, and A (the title and body), B (the date) and D (the context)
+    // occur (C keeps its default).
+    let (context, date) = (fusion::CONTEXT_WEIGHT, fusion::DATE_WEIGHT);
     let statement = match sql.kind() {
         // CROSS JOIN keeps the FTS5 list in the lead: given the rowid bound,
         // SQLite 3.50 would rather walk the `(corpus, seq)` index and
@@ -731,7 +752,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
         SqlKind::Sqlite => format!(
             "SELECT s.seq FROM search_fts CROSS JOIN search_index s ON s.seq = search_fts.rowid
              WHERE search_fts MATCH $1 AND search_fts.rowid >= $3 AND s.corpus IN ({})
-             ORDER BY bm25(search_fts, 2.0, 1.0, {context:?}) LIMIT {limit}",
+             ORDER BY bm25(search_fts, 2.0, 1.0, {context:?}, {date:?}) LIMIT {limit}",
             in_list(4, corpora.len())
         ),
         // `$2` selects the rows; the rarity of the terms each holds ranks
@@ -748,7 +769,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
                WHERE tsv @@ f AND seq >= $3 AND corpus IN ({})),
              cut AS (SELECT s FROM c ORDER BY s DESC LIMIT 1 OFFSET {})
              SELECT seq FROM c WHERE s >= coalesce((SELECT s FROM cut), CAST('-Infinity' AS FLOAT8))
-             ORDER BY s DESC, ts_rank_cd('{{{context:?}, 0.2, 0.4, 1}}', tsv, q) DESC, seq DESC LIMIT {limit}",
+             ORDER BY s DESC, ts_rank_cd('{{{context:?}, 0.2, {date:?}, 1}}', tsv, q) DESC, seq DESC LIMIT {limit}",
                 rarity.score,
                 rarity.from,
                 in_list(4, corpora.len()),
@@ -762,7 +783,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
         params.extend(corpora.iter().map(|c| Value::from(*c)));
         if sql.kind() == SqlKind::Postgres {
             for (term, held_by) in terms.iter().zip(&df) {
-                params.extend([format!("{term}:A").into(), term.as_str().into(), fusion::idf(items, *held_by).into()]);
+                params.extend([format!("{term}:AB").into(), term.as_str().into(), fusion::idf(items, *held_by).into()]);
             }
         }
         let rows = sql.query(&statement, &params).await?;
@@ -820,13 +841,15 @@ struct Rarity {
 }
 
 /// The order by term rarity (D-K14) for `n` terms whose parameters start
-/// at `$first`, three per term: the term in a row's own words (`term:A`),
-/// the term anywhere, and its [`fusion::idf`]. A row scores the sum of its
-/// terms' weights, a term found only in its context counting
-/// [`fusion::CONTEXT_WEIGHT`] of one in its own words. A row holds few of
+/// at `$first`, three per term: the term in a row's own words or date
+/// (`term:AB`: [`fusion::DATE_WEIGHT`] is 1), the term anywhere, and its
+/// [`fusion::idf`]. A row scores the sum of its terms' weights, a term
+/// found only in its context counting [`fusion::CONTEXT_WEIGHT`] of one in
+/// its own words. A row holds few of
 /// the terms, so each is first looked for anywhere: one test per term it
 /// lacks.
 fn rarity_order(first: usize, n: usize) -> Rarity {
+    const { assert!(fusion::DATE_WEIGHT == 1.0, "the date's class B counts as the own words' A") };
     let (mut from, mut score) = (String::new(), Vec::new());
     for i in 0..n {
         let p = first + 3 * i;

@@ -3,7 +3,8 @@
 -- (crates/mneme-substrate/src/search.rs) from the item's source date, else
 -- the day it was indexed. Filled here for the items already indexed the
 -- same way: a document's `source_date` (in its meta), an entry's, else the
--- day of `created_ms` (UTC).
+-- day of `created_ms` (UTC). As in `fusion::date_words`, a date that is not
+-- a real one (2023-02-30, a month 13, a day 00) gives no words.
 ALTER TABLE search_index ADD COLUMN dated TEXT NOT NULL DEFAULT '';
 
 DROP TRIGGER IF EXISTS search_index_ai;
@@ -11,7 +12,12 @@ DROP TRIGGER IF EXISTS search_index_ad;
 DROP TRIGGER IF EXISTS search_index_au;
 DROP TABLE IF EXISTS search_fts;
 
-UPDATE search_index SET dated = coalesce((SELECT CASE WHEN d GLOB '[0-9][0-9][0-9][0-9]-[01][0-9]-[0-3][0-9]*' THEN
+UPDATE search_index SET dated = coalesce((SELECT CASE WHEN d GLOB '[0-9][0-9][0-9][0-9]-[01][0-9]-[0-3][0-9]*' AND substr(d, 9, 2) <> '00'
+        AND CAST(substr(d, 9, 2) AS INTEGER) <= CASE substr(d, 6, 2)
+            WHEN '02' THEN CASE WHEN CAST(substr(d, 1, 4) AS INTEGER) % 400 = 0
+                                  OR (CAST(substr(d, 1, 4) AS INTEGER) % 4 = 0 AND CAST(substr(d, 1, 4) AS INTEGER) % 100 <> 0)
+                                THEN 29 ELSE 28 END
+            WHEN '04' THEN 30 WHEN '06' THEN 30 WHEN '09' THEN 30 WHEN '11' THEN 30 ELSE 31 END THEN
         CAST(CAST(substr(d, 9, 2) AS INTEGER) AS TEXT) || ' ' || CASE substr(d, 6, 2)
             WHEN '01' THEN 'January'
             WHEN '02' THEN 'February'

@@ -304,6 +304,8 @@ pub fn pool(k: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_date_is_found_by_its_day_month_and_year() {
         assert_eq!(date_words("2023-05-08"), "8 May 2023");
@@ -313,8 +315,6 @@ mod tests {
             assert_eq!(date_words(not_a_date), "", "{not_a_date:?}");
         }
     }
-
-    use super::*;
 
     #[test]
     fn a_rarer_term_weighs_more_and_every_term_weighs_something() {

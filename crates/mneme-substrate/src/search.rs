@@ -76,8 +76,8 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
     Ok(seq)
 }
 
-/// The words `date` is found by, or the day of `now_ms`'s when it is empty
-/// (D-K19).
+/// The words `date` is found by, or those of `now_ms`'s day when it is
+/// empty (D-K19).
 fn dated(date: &str, now_ms: u64) -> String {
     let today;
     let date = if date.trim().is_empty() {

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Retrieval evaluation on LoCoMo (../shared/data/locomo10.json) against a
 running Mneme: every dialogue turn becomes a document (`speaker: text`, plus
-its image caption, dated by its session as `source_date`), each question with evidence (categories 1-4) is asked
-through GET /search in each mode, and recall@k is the mean fraction of the
-question's evidence turns found in the top k. One conversation at a time:
+its image caption, dated by its session as `source_date`), each question
+with evidence (categories 1-4) is asked through GET /search in each mode,
+and recall@k is the mean fraction of the question's evidence turns found in
+the top k. One conversation at a time:
 the store is emptied between conversations, so a question only sees its own
 conversation, as in the dataset's baselines.
 

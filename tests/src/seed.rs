@@ -101,10 +101,13 @@ fn pack(signatures: impl Iterator<Item = (i64, Vec<u64>)>) -> Vec<Block> {
 const ENTRY: &str = "INSERT INTO knowledge_entries (seq, id, type, topic, position, reasoning, confidence, stability, tier, tags, source_type, source_date, corroboration_count, created_at, extractor, embedding, created_ms)
      VALUES ($1, $2, $3, $4, $5, 'filler', 'medium', 'stable', 'public', '[]', 'chat', '2026-11-01', 1, '2026-11-01T00:00:00Z', 'bench-filler', $6, 0)";
 const INDEX: &str = "INSERT INTO search_index (corpus, ref_id, title, body, meta, created_ms) VALUES ($1, $2, $3, $4, '{}', 0) RETURNING seq";
-/// [`INDEX`] with the words of a filler's date, for a build that indexes
+/// [`INDEX`], with the words of a filler's date when the build indexes
 /// dates (migration 0020, D-K19), as the indexer would write them: an
 /// entry's `source_date` (`ENTRY`'s), else the day of `created_ms` 0.
-fn index_dated(corpus: &str) -> String {
+fn index_statement(corpus: &str, dated: bool) -> String {
+    if !dated {
+        return INDEX.to_string();
+    }
     let words = if corpus == "knowledge" { "1 November 2026" } else { "1 January 1970" };
     format!(
         "INSERT INTO search_index (corpus, ref_id, title, body, dated, meta, created_ms)
@@ -141,7 +144,7 @@ fn seed_pg(c: &mut postgres::Client, corpus: &str, n: usize, texts: &[String], r
         .unwrap()
         .get(0);
     let mut tx = c.transaction().unwrap();
-    let index = if dated { index_dated(corpus) } else { INDEX.to_string() };
+    let index = index_statement(corpus, dated);
     let (entry, index, vector) = (tx.prepare(ENTRY).unwrap(), tx.prepare(&index).unwrap(), tx.prepare(VECTOR).unwrap());
     let mut signatures = Vec::new();
     for r in &rows {
@@ -217,7 +220,7 @@ fn seed_sqlite(path: &std::path::Path, corpus: &str, n: usize, texts: &[String],
         let q = |s: &str| s.replace('$', "?");
         let (mut entry, mut index, mut vector) = (
             tx.prepare(&q(ENTRY)).unwrap(),
-            tx.prepare(&q(&if dated { index_dated(corpus) } else { INDEX.to_string() })).unwrap(),
+            tx.prepare(&q(&index_statement(corpus, dated))).unwrap(),
             tx.prepare(&q(VECTOR)).unwrap(),
         );
         for r in &rows {

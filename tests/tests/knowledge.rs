@@ -355,6 +355,11 @@ fn a_third_corroboration_promotes_to_high_and_merges_union_tags_and_bump_the_dat
         );
         assert_eq!(e["tags"], json!(["review", "pull-requests", "quality"]));
         assert_eq!(e["source_date"], "2026-06-10");
+        // The search finds it by its newest source's date (D-K19), no
+        // longer by the one it was first recorded under.
+        let by = |q: &str| get(&app, &format!("/search?q={q}&corpus=knowledge&mode=text"))["results"].clone();
+        assert_eq!(by("June%202026")[0]["id"], id.as_str(), "{backend:?}");
+        assert_eq!(by("March"), json!([]), "{backend:?}");
         assert_eq!(get(&app, "/knowledge/entries")["total"], 1);
         assert_terms_recount(&b, "after two merges rewrote the entry's text");
     }

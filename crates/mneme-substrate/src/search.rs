@@ -79,14 +79,11 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
 /// The words `date` is found by, or those of `now_ms`'s day when it is
 /// empty (D-K19).
 fn dated(date: &str, now_ms: u64) -> String {
-    let today;
-    let date = if date.trim().is_empty() {
-        today = mneme_time::calendar::format_date(now_ms as i64 / 86_400_000);
-        &today
+    if date.trim().is_empty() {
+        fusion::date_words(&mneme_time::calendar::format_date(now_ms as i64 / 86_400_000))
     } else {
-        date
-    };
-    fusion::date_words(date)
+        fusion::date_words(date)
+    }
 }
 
 /// Whether [`count_terms`] adds an item's terms or takes them away.
@@ -845,9 +842,8 @@ struct Rarity {
 /// (`term:AB`: [`fusion::DATE_WEIGHT`] is 1), the term anywhere, and its
 /// [`fusion::idf`]. A row scores the sum of its terms' weights, a term
 /// found only in its context counting [`fusion::CONTEXT_WEIGHT`] of one in
-/// its own words. A row holds few of
-/// the terms, so each is first looked for anywhere: one test per term it
-/// lacks.
+/// its own words. A row holds few of the terms, so each is first looked
+/// for anywhere: one test per term it lacks.
 fn rarity_order(first: usize, n: usize) -> Rarity {
     const { assert!(fusion::DATE_WEIGHT == 1.0, "the date's class B counts as the own words' A") };
     let (mut from, mut score) = (String::new(), Vec::new());

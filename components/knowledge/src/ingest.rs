@@ -14,7 +14,6 @@ use crate::entries::{CORPUS, ENTRY_COLUMNS, bad_row, entries_by_id, identity_tex
 use mneme_knowledge::entry::{self, Confidence, Entry, KnowledgeType};
 use mneme_knowledge::fusion::{self, Mode};
 use mneme_knowledge::governor::{self, Action, Neighbour, Stance};
-use mneme_knowledge::ivf;
 use mneme_knowledge::job::{Outcome, OutcomeKind, Report, Source};
 use mneme_knowledge::patterns::{self, Resolution};
 use mneme_knowledge::text;
@@ -232,8 +231,9 @@ pub async fn prepare(candidates: &[String], merge_threshold: f32) -> Result<Vec<
 /// The most similar active entries by the claim's embedding: the top
 /// [`governor::STANCE_NEIGHBOURS`] at cosine ≥ 0.5, plus the best same-type
 /// entry when it is a merge candidate outside them. The candidates come
-/// from the same hybrid search as `/retrieve`, reading
-/// [`ivf::NEIGHBOUR_PROBES`] lists of a trained corpus instead of 32 (D-K17).
+/// from the same hybrid search as `/retrieve`, with a claim's
+/// [`search::Reach::NEIGHBOURS`]: 4 lists of a trained corpus instead of 32
+/// (D-K17), full text ranked by its rare terms alone (D-K21).
 async fn neighbours(
     sql: &Sql,
     c: &Candidate,
@@ -243,7 +243,7 @@ async fn neighbours(
 ) -> Result<Vec<NeighbourView>> {
     let query = format!("{} {}", c.topic, c.position);
     let found =
-        search::candidates_probing(sql, &[CORPUS], &query, retrieval, Mode::Hybrid, ivf::NEIGHBOUR_PROBES).await?;
+        search::candidates_within(sql, &[CORPUS], &query, retrieval, Mode::Hybrid, search::Reach::NEIGHBOURS).await?;
     let ids: Vec<String> =
         found.fused.iter().take(fusion::pool(10)).filter_map(|f| found.get(f.0).map(|x| x.0.clone())).collect();
     if ids.is_empty() {

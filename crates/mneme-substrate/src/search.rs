@@ -658,19 +658,34 @@ impl Candidates {
 /// then one read of every candidate's embedding and ref id. The caller
 /// embeds the query before the reads start (D-K9).
 pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f32], mode: Mode) -> Result<Candidates> {
-    candidates_probing(sql, corpora, query, embedding, mode, ivf::PROBES).await
+    candidates_within(sql, corpora, query, embedding, mode, Reach::QUESTION).await
 }
 
-/// [`candidates`], reading the `probes` lists nearest to the embedding of a
-/// corpus whose vector index is trained: a search for a claim's near
-/// neighbours needs fewer lists than a question does (D-K17).
-pub async fn candidates_probing(
+/// How far a search reaches on each side.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach {
+    /// The lists read of a corpus whose vector index is trained.
+    pub probes: usize,
+    /// What ranks the rows the full-text read chose by its rarest terms.
+    pub text: TextRank,
+}
+
+impl Reach {
+    /// A question's: [`ivf::PROBES`] lists, full text ranked by every term.
+    pub const QUESTION: Reach = Reach { probes: ivf::PROBES, text: TextRank::Every };
+    /// A claim's search for its near neighbours: fewer lists (D-K17), and
+    /// full text ranked by the rare terms alone (D-K21).
+    pub const NEIGHBOURS: Reach = Reach { probes: ivf::NEIGHBOUR_PROBES, text: TextRank::Chosen };
+}
+
+/// [`candidates`] with its [`Reach`].
+pub async fn candidates_within(
     sql: &Sql,
     corpora: &[&str],
     query: &str,
     embedding: &[f32],
     mode: Mode,
-    probes: usize,
+    reach: Reach,
 ) -> Result<Candidates> {
     let mut c = Candidates::default();
     let query_sig = fusion::signature(embedding);
@@ -680,14 +695,14 @@ pub async fn candidates_probing(
     let ((text, text_ms), (blocks, blocks_ms)) = futures::future::join(
         async {
             let r = match mode.uses_text() {
-                true => text_candidates(sql, corpora, query, fusion::GENERATOR_CANDIDATES).await,
+                true => text_candidates(sql, corpora, query, fusion::GENERATOR_CANDIDATES, reach.text).await,
                 false => Ok(Vec::new()),
             };
             (r, since(t1))
         },
         async {
             let r = match mode.uses_vector() {
-                true => signature_blocks(sql, corpora, embedding, probes).await,
+                true => signature_blocks(sql, corpora, embedding, reach.probes).await,
                 false => Ok(Vec::new()),
             };
             (r, since(t1))
@@ -729,20 +744,22 @@ pub async fn candidates_probing(
 
 /// Full-text candidates, best first. The read is bounded by the query's
 /// rarest terms (D-K15): each term's document frequency first, then the
-/// rows [`fusion::text_plan`] chooses, ranked by every term.
-async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize) -> Result<Vec<i64>> {
+/// rows [`fusion::text_plan`] chooses, ranked by every term, or with
+/// [`TextRank::Chosen`] by the rare terms that chose them.
+async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize, rank: TextRank) -> Result<Vec<i64>> {
     let terms = fusion::terms(query);
     if corpora.is_empty() || terms.is_empty() {
         return Ok(Vec::new());
     }
     let (items, df) = frequencies(sql, corpora, &terms).await?;
     let plan = fusion::text_plan(items, &terms, &df);
+    let every: Vec<(String, u64)> = terms.iter().cloned().zip(df.iter().copied()).collect();
     // The title weighs 2, the body 1, the date DATE_WEIGHT (D-K19) and the
     // context CONTEXT_WEIGHT (D-K13); PostgreSQL's weights are listed D, C,
     // B, A, and A (the title and body), B (the date) and D (the context)
     // occur (C keeps its default).
     let (context, date) = (fusion::CONTEXT_WEIGHT, fusion::DATE_WEIGHT);
-    let statement = match sql.kind() {
+    let statement = |ranked: usize| match sql.kind() {
         // CROSS JOIN keeps the FTS5 list in the lead: given the rowid bound,
         // SQLite 3.50 would rather walk the `(corpus, seq)` index and
         // evaluate the MATCH row by row (1 → 30 ms at 534 items).
@@ -758,7 +775,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
         // ties or beats the `limit`th best (`cut`): the order is the same
         // as ranking every row by both (D-K14).
         SqlKind::Postgres => {
-            let rarity = rarity_order(4 + corpora.len(), terms.len());
+            let rarity = rarity_order(4 + corpora.len(), ranked);
             format!(
                 "WITH c AS MATERIALIZED (
                SELECT seq, tsv, q, {} AS s
@@ -774,30 +791,48 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
             )
         }
     };
-    // SQLite leaves `$2` and the rarity order unused.
-    let run = async |any: String, filter: String, since: i64| -> Result<Vec<i64>> {
+    // Rows from `since` holding `filter` (PostgreSQL) or matching `any`
+    // (SQLite), ranked by the `ranked` terms: SQLite's `any` names exactly
+    // those, PostgreSQL's rarity order scores them by their frequencies.
+    let run = async |ranked: &[(String, u64)], any: String, filter: String, since: i64| -> Result<Vec<i64>> {
         let mut params: Vec<Value> = vec![any.into(), filter.into(), since.into()];
         params.extend(corpora.iter().map(|c| Value::from(*c)));
         if sql.kind() == SqlKind::Postgres {
-            for (term, held_by) in terms.iter().zip(&df) {
+            for (term, held_by) in ranked {
                 params.extend([format!("{term}:AB").into(), term.as_str().into(), fusion::idf(items, *held_by).into()]);
             }
         }
-        let rows = sql.query(&statement, &params).await?;
+        let rows = sql.query(&statement(ranked.len()), &params).await?;
         rows.iter().map(|r| r.i64("seq").map_err(Fail::from)).collect()
     };
     // Rows from `since` on that hold any of `held`, ranked by every term.
     let holding = async |held: &[String], since: i64| -> Result<Vec<i64>> {
         match sql.kind() {
-            SqlKind::Sqlite if held.len() == terms.len() => run(fusion::fts5_any(&terms), String::new(), since).await,
-            SqlKind::Sqlite => {
-                run(format!("({}) AND ({})", fusion::fts5_any(&terms), fusion::fts5_any(held)), String::new(), since)
-                    .await
+            SqlKind::Sqlite if held.len() == terms.len() => {
+                run(&every, fusion::fts5_any(&terms), String::new(), since).await
             }
-            SqlKind::Postgres => run(fusion::tsquery_any(&terms), fusion::tsquery_any(held), since).await,
+            SqlKind::Sqlite => {
+                let any = format!("({}) AND ({})", fusion::fts5_any(&terms), fusion::fts5_any(held));
+                run(&every, any, String::new(), since).await
+            }
+            SqlKind::Postgres => run(&every, fusion::tsquery_any(&terms), fusion::tsquery_any(held), since).await,
         }
     };
     match plan {
+        // The rows holding a rare term, ranked by those terms alone: on
+        // SQLite `bm25` counts every row holding each term it ranks by, so a
+        // common term costs a walk of its whole list (D-K21).
+        fusion::TextPlan::Rare(rare) if rank == TextRank::Chosen => {
+            let chosen: Vec<(String, u64)> = every.iter().filter(|(t, _)| rare.contains(t)).cloned().collect();
+            let found = match sql.kind() {
+                SqlKind::Sqlite => run(&chosen, fusion::fts5_any(&rare), String::new(), 0).await?,
+                SqlKind::Postgres => run(&chosen, fusion::tsquery_any(&rare), fusion::tsquery_any(&rare), 0).await?,
+            };
+            match found.is_empty() {
+                true => holding(&terms, window_start(sql, corpora).await?).await,
+                false => Ok(found),
+            }
+        }
         // The rows holding a rare term; when there are none (on SQLite the
         // rare term may be held only by another corpus, since it counts
         // over all of them), the newest rows holding any term.
@@ -814,7 +849,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
                 // term fails the short any-term test before the long pair
                 // query (D-K14).
                 let any = fusion::tsquery_any(&terms);
-                let mut found = run(any.clone(), format!("({any}) & ({pairs})"), 0).await?;
+                let mut found = run(&every, any.clone(), format!("({any}) & ({pairs})"), 0).await?;
                 if found.len() < limit {
                     for seq in holding(&terms, 0).await? {
                         if found.len() < limit && !found.contains(&seq) {
@@ -827,6 +862,17 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize)
             _ => holding(&terms, 0).await,
         },
     }
+}
+
+/// What ranks the rows a full-text read chose by its rarest terms
+/// ([`fusion::TextPlan::Rare`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextRank {
+    /// Every term of the query: a question's answer (D-K15).
+    Every,
+    /// The rare terms that chose the rows: an ingest's search for a claim's
+    /// near neighbours, whose rows are judged by their cosine (D-K21).
+    Chosen,
 }
 
 /// PostgreSQL's order by term rarity, as pieces of the full-text statement.

@@ -240,8 +240,9 @@ pub const TERM_BUDGET: u64 = 2_000;
 /// query is common (D-K15).
 pub const RECENT_WINDOW: i64 = 20_000;
 
-/// Which rows the full-text read ranks (D-K15). Every plan still scores a
-/// row by all of the query's terms.
+/// Which rows the full-text read ranks (D-K15). A question's read scores
+/// the rows of every plan by all of its terms; a claim's neighbour search
+/// scores the rows of [`TextPlan::Rare`] by those rare terms (D-K21).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TextPlan {
     /// Every row holding any term: the terms together hold at most

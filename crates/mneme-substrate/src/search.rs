@@ -602,8 +602,9 @@ pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
 /// Rewrites the blocks that hold any of `seqs` without them, so the scan
 /// never reads a removed item's signature and shrinks as items go; a block
 /// left empty is deleted. The blocks are looked for in `lists` (the flat
-/// blocks and the lists of the items' embeddings), by the bounds index; one
-/// written before it (NULL bounds) is read, and gets its bounds on the way.
+/// blocks and the lists of the items' embeddings, through the list index,
+/// D-K22), and among those by their bounds; one written before bounds were
+/// kept (NULL bounds) is read, and gets its bounds on the way.
 /// Call under the corpus lock ([`remove`] takes it).
 async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64], lists: &[i64]) -> Result<()> {
     let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else { return Ok(()) };
@@ -612,8 +613,9 @@ async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64], lists: &[i64]) -
     let rows = sql
         .query(
             &format!(
-                "SELECT block, seqs, sigs, lo FROM vector_blocks
+                "SELECT block, seqs, sigs, lo FROM {}
                  WHERE corpus = $1 AND list IN ({}) AND (lo IS NULL OR (hi >= $2 AND lo <= $3))",
+                by_list(sql),
                 in_list(4, lists.len())
             ),
             &params,
@@ -819,7 +821,8 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
     };
     // Rows from `since` holding `filter` (PostgreSQL) or matching `any`
     // (SQLite), ranked by the `ranked` terms: SQLite's `any` names exactly
-    // those, PostgreSQL's rarity order scores them by their frequencies.
+    // those (it binds `$2` and leaves it unused), PostgreSQL's rarity order
+    // scores them by their frequencies.
     let run = async |ranked: &[(String, u64)], any: String, filter: String, since: i64| -> Result<Vec<i64>> {
         let mut params: Vec<Value> = vec![any.into(), filter.into(), since.into()];
         params.extend(corpora.iter().map(|c| Value::from(*c)));
@@ -845,27 +848,30 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
         }
     };
     match plan {
-        // The rows holding a rare term, ranked by those terms alone: on
-        // SQLite `bm25` counts every row holding each term it ranks by, so a
-        // common term costs a walk of its whole list (D-K21).
-        fusion::TextPlan::Rare(rare) if rank == TextRank::Chosen => {
-            let chosen: Vec<(String, u64)> = every.iter().filter(|(t, _)| rare.contains(t)).cloned().collect();
-            let found = match sql.kind() {
-                SqlKind::Sqlite => run(&chosen, fusion::fts5_any(&rare), String::new(), 0).await?,
-                SqlKind::Postgres => run(&chosen, fusion::tsquery_any(&rare), fusion::tsquery_any(&rare), 0).await?,
+        // The rows holding a rare term, ranked by every term, or for a
+        // claim's neighbours by the rare terms alone: on SQLite `bm25` counts
+        // every row holding each term it ranks by, so a common term costs a
+        // walk of its whole list (D-K21). When no row holds one (on SQLite
+        // the rare term may be held only by another corpus, since it counts
+        // over all of them), the newest rows holding any term.
+        fusion::TextPlan::Rare(rare) => {
+            let found = match (rank, sql.kind()) {
+                (TextRank::Every, _) => holding(&rare, 0).await?,
+                (TextRank::Chosen, kind) => {
+                    let chosen: Vec<(String, u64)> = every.iter().filter(|(t, _)| rare.contains(t)).cloned().collect();
+                    match kind {
+                        SqlKind::Sqlite => run(&chosen, fusion::fts5_any(&rare), String::new(), 0).await?,
+                        SqlKind::Postgres => {
+                            run(&chosen, fusion::tsquery_any(&rare), fusion::tsquery_any(&rare), 0).await?
+                        }
+                    }
+                }
             };
             match found.is_empty() {
                 true => holding(&terms, window_start(sql, corpora).await?).await,
                 false => Ok(found),
             }
         }
-        // The rows holding a rare term; when there are none (on SQLite the
-        // rare term may be held only by another corpus, since it counts
-        // over all of them), the newest rows holding any term.
-        fusion::TextPlan::Rare(rare) => match holding(&rare, 0).await? {
-            found if found.is_empty() => holding(&terms, window_start(sql, corpora).await?).await,
-            found => Ok(found),
-        },
         fusion::TextPlan::Recent => holding(&terms, window_start(sql, corpora).await?).await,
         // First the rows holding two of the terms; only when they are too
         // few, every row holding one (D-K10).

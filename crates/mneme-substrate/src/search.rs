@@ -689,7 +689,8 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
     candidates_within(sql, corpora, query, embedding, mode, Reach::QUESTION).await
 }
 
-/// How far a search reaches on each side.
+/// How a search reads each side: the lists its vector side probes, and
+/// what ranks the rows its full-text side chose by their rarest terms.
 #[derive(Debug, Clone, Copy)]
 pub struct Reach {
     /// The lists read of a corpus whose vector index is trained.

@@ -67,6 +67,11 @@ pub fn report(name: &str, ms: &mut [f64]) {
 /// `~/.cache/mneme/ai-models`), with its tokenizer set as the runner sets
 /// it (no padding, truncation at 256); prints how long the load took.
 pub fn minilm() -> (mneme_minilm::MiniLm, tokenizers::Tokenizer) {
+    minilm_with(mneme_minilm::Precision::Fast)
+}
+
+/// [`minilm`] with the layers' products in `precision` (D-K23).
+pub fn minilm_with(precision: mneme_minilm::Precision) -> (mneme_minilm::MiniLm, tokenizers::Tokenizer) {
     let dir = std::env::var_os("MNEME_MODELS_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
@@ -76,8 +81,8 @@ pub fn minilm() -> (mneme_minilm::MiniLm, tokenizers::Tokenizer) {
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}/{name}: {e}", dir.display()));
     let config: mneme_minilm::Config = serde_json::from_slice(&read("config.json")).expect("config.json");
     let started = std::time::Instant::now();
-    let model =
-        mneme_minilm::MiniLm::from_safetensors(&read("model.safetensors"), &config).expect("loading the weights");
+    let model = mneme_minilm::MiniLm::with_precision(&read("model.safetensors"), &config, precision)
+        .expect("loading the weights");
     println!("model loaded in {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
     let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).expect("tokenizer.json");
     tokenizer.with_padding(None);

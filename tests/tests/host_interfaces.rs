@@ -158,8 +158,14 @@ fn embeddings_match_the_reference_model() {
     let app = probe(&[]);
     let r = app.get("/embed?text=A+man+is+eating+a+piece+of+bread.");
     assert_eq!(r.status, 200, "{}\n{}", r.body, app.log());
-    // all-MiniLM-L6-v2 reference: cos("A man is eating food.", this) = 0.7553.
-    assert_eq!(r.body, "dims=384 cosine=0.7553");
+    // all-MiniLM-L6-v2 reference: cos("A man is eating food.", this) =
+    // 0.7553; bfloat16 products (D-K23) move it by under 1e-3.
+    let cosine: f64 = r
+        .body
+        .strip_prefix("dims=384 cosine=")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not `dims=384 cosine=…`: {}", r.body));
+    assert!((cosine - 0.7553).abs() < 1e-3, "cosine {cosine}, reference 0.7553");
 }
 
 #[test]

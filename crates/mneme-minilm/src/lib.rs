@@ -17,7 +17,10 @@
 //! The arithmetic is BERT's as the weights expect it: word + position +
 //! token-type-0 embeddings, LayerNorm with the config's epsilon, scaled
 //! dot-product attention with a softmax per head, exact (erf) GELU, residual
-//! connections after attention and after the feed-forward block.
+//! connections after attention and after the feed-forward block. Where the
+//! CPU has AVX-512 BF16 the layers' products take their inputs and weights
+//! in bfloat16 and sum in single precision (D-K23); [`Precision::Single`]
+//! keeps single precision throughout.
 //!
 //! This crate does no I/O: the caller reads the weights and the config, and
 //! tokenises.
@@ -25,6 +28,7 @@
 mod kernel;
 
 use kernel::Linear;
+pub use kernel::Precision;
 use serde::Deserialize;
 
 /// The fields of a Hugging Face `config.json` that the forward pass needs.
@@ -123,10 +127,10 @@ impl Weights<'_> {
         Ok(view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 
-    fn linear(&self, prefix: &str, n: usize, k: usize) -> Result<Linear, Error> {
+    fn linear(&self, prefix: &str, n: usize, k: usize, precision: Precision) -> Result<Linear, Error> {
         let w = self.get(&format!("{prefix}.weight"), &[n, k])?;
         let b = self.get(&format!("{prefix}.bias"), &[n])?;
-        Linear::new(&w, &b, n, k).map_err(|e| Error::Weights(format!("{prefix}: {e}")))
+        Linear::new(&w, &b, n, k, precision).map_err(|e| Error::Weights(format!("{prefix}: {e}")))
     }
 
     fn norm(&self, prefix: &str, h: usize, eps: f32) -> Result<Norm, Error> {
@@ -141,8 +145,16 @@ impl Weights<'_> {
 }
 
 impl MiniLm {
-    /// Builds the model from the bytes of `model.safetensors` and its config.
+    /// Builds the model from the bytes of `model.safetensors` and its config,
+    /// with [`Precision::Fast`] products.
     pub fn from_safetensors(bytes: &[u8], config: &Config) -> Result<Self, Error> {
+        Self::with_precision(bytes, config, Precision::Fast)
+    }
+
+    /// [`Self::from_safetensors`] with the layers' products in `precision`:
+    /// [`Precision::Single`] for the reference test, and for `bench-embed
+    /// --exact`, which measures what the bfloat16 products change (D-K23).
+    pub fn with_precision(bytes: &[u8], config: &Config, precision: Precision) -> Result<Self, Error> {
         let c = config;
         if c.hidden_act != "gelu" {
             return Err(Error::Config(format!("hidden_act `{}` is not supported (only `gelu`)", c.hidden_act)));
@@ -170,11 +182,12 @@ impl MiniLm {
                 qkv_b.extend(w.get(&format!("{p}.attention.self.{part}.bias"), &[h])?);
             }
             layers.push(Layer {
-                qkv: Linear::new(&qkv_w, &qkv_b, 3 * h, h).map_err(|e| Error::Weights(format!("{p}: {e}")))?,
-                attention_out: w.linear(&format!("{p}.attention.output.dense"), h, h)?,
+                qkv: Linear::new(&qkv_w, &qkv_b, 3 * h, h, precision)
+                    .map_err(|e| Error::Weights(format!("{p}: {e}")))?,
+                attention_out: w.linear(&format!("{p}.attention.output.dense"), h, h, precision)?,
                 attention_norm: w.norm(&format!("{p}.attention.output.LayerNorm"), h, eps)?,
-                up: w.linear(&format!("{p}.intermediate.dense"), c.intermediate_size, h)?,
-                down: w.linear(&format!("{p}.output.dense"), h, c.intermediate_size)?,
+                up: w.linear(&format!("{p}.intermediate.dense"), c.intermediate_size, h, precision)?,
+                down: w.linear(&format!("{p}.output.dense"), h, c.intermediate_size, precision)?,
                 output_norm: w.norm(&format!("{p}.output.LayerNorm"), h, eps)?,
             });
         }
@@ -190,6 +203,13 @@ impl MiniLm {
             layers,
             simd: kernel::simd_available(),
         })
+    }
+
+    /// Whether the layers' products run in bfloat16 (AVX-512 BF16, D-K23)
+    /// rather than single precision.
+    pub fn bf16(&self) -> bool {
+        !self.layers.is_empty()
+            && self.layers.iter().all(|l| [&l.qkv, &l.attention_out, &l.up, &l.down].iter().all(|lin| lin.bf16()))
     }
 
     /// The length of every embedding.

@@ -689,22 +689,28 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
     candidates_within(sql, corpora, query, embedding, mode, Reach::QUESTION).await
 }
 
-/// How a search reads each side: the lists its vector side probes, and
-/// what ranks the rows its full-text side chose by their rarest terms.
+/// How a search reads each side: the lists its vector side probes, how
+/// many of their signatures it re-scores, and what ranks the rows its
+/// full-text side chose by their rarest terms.
 #[derive(Debug, Clone, Copy)]
 pub struct Reach {
     /// The lists read of a corpus whose vector index is trained.
     pub probes: usize,
+    /// The Hamming-nearest signatures re-scored by exact cosine.
+    pub shortlist: usize,
     /// What ranks the rows the full-text read chose by its rarest terms.
     pub text: TextRank,
 }
 
 impl Reach {
-    /// A question's: [`ivf::PROBES`] lists, full text ranked by every term.
-    pub const QUESTION: Reach = Reach { probes: ivf::PROBES, text: TextRank::Every };
-    /// A claim's search for its near neighbours: fewer lists (D-K17), and
-    /// full text ranked by the rare terms alone (D-K21).
-    pub const NEIGHBOURS: Reach = Reach { probes: ivf::NEIGHBOUR_PROBES, text: TextRank::Chosen };
+    /// A question's: [`ivf::PROBES`] lists, a shortlist of
+    /// [`fusion::SHORTLIST`], full text ranked by every term.
+    pub const QUESTION: Reach = Reach { probes: ivf::PROBES, shortlist: fusion::SHORTLIST, text: TextRank::Every };
+    /// A claim's search for its near neighbours: fewer lists (D-K17), a
+    /// shorter shortlist (D-K24), and full text ranked by the rare terms
+    /// alone (D-K21).
+    pub const NEIGHBOURS: Reach =
+        Reach { probes: ivf::NEIGHBOUR_PROBES, shortlist: fusion::NEIGHBOUR_SHORTLIST, text: TextRank::Chosen };
 }
 
 /// [`candidates`] with its [`Reach`].
@@ -744,7 +750,7 @@ pub async fn candidates_within(
     c.signatures = blocks.iter().map(|b| b.seqs.len() as u64).sum();
     let t2 = mneme_time::clock::system_ms();
     let shortlist = match mode.uses_vector() {
-        true => fusion::shortlist(&query_sig, &blocks, fusion::SHORTLIST),
+        true => fusion::shortlist(&query_sig, &blocks, reach.shortlist),
         false => Vec::new(),
     };
     let mut wanted = shortlist.clone();

@@ -11,7 +11,8 @@
 //! Then the ingest's neighbour search (D-K17): every 40th item stands for a
 //! new claim, and its neighbours are the other items at cosine ≥ 0.5, best
 //! [`STANCE_NEIGHBOURS`] first. Recall of those exact neighbours by the
-//! vector generator, flat and at several probe counts.
+//! vector generator, flat and at several probe counts, with a shortlist of
+//! 200 and of [`NEIGHBOUR_SHORTLIST`] (D-K24).
 //!
 //! Usage: bench-ivf [--items 40000] [--threads 2] [--cache FILE] [--neighbours-only]   (weights
 //! from $MNEME_MODELS_DIR, else ~/.cache/mneme/ai-models; `--cache` keeps the
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use mneme_e2e::bench::{arg, locomo};
-use mneme_knowledge::fusion::{Block, SHORTLIST, shortlist, signature};
+use mneme_knowledge::fusion::{Block, NEIGHBOUR_SHORTLIST, SHORTLIST, shortlist, signature};
 
 use mneme_knowledge::governor::{MERGE_COSINE_DEFAULT, STANCE_MIN_COSINE, STANCE_NEIGHBOURS};
 use mneme_knowledge::ivf::{self, Centroids};
@@ -229,11 +230,9 @@ fn main() {
     let wanted: usize = exact.iter().map(Vec::len).sum();
     let is_merge = |i: usize, j: usize| dot(&vectors[i], &vectors[j]) >= MERGE_COSINE_DEFAULT;
     // The vector generator over the given blocks for claim `i`: its best
-    // `n` by Hamming distance, judged by exact cosine. With the store's
-    // shortlist of 200 this is the re-scored generator; with `pool` (the
-    // rows the ingest reads for their claims' embeddings anyway) it is the
-    // Hamming order alone.
-    let pool = mneme_knowledge::fusion::pool(10);
+    // `n` by Hamming distance, judged by exact cosine: a question's
+    // shortlist of 200, and the neighbour search's of 40 (D-K24).
+    let pool = NEIGHBOUR_SHORTLIST;
     let nearest = |i: usize, blocks: &[Block], n: usize| -> Vec<usize> {
         let q = &vectors[i];
         near(
@@ -260,7 +259,7 @@ fn main() {
     let got: Vec<Vec<usize>> = claims.iter().map(|&i| nearest(i, whole, SHORTLIST)).collect();
     let hamming: Vec<Vec<usize>> = claims.iter().map(|&i| nearest(i, whole, pool)).collect();
     println!(
-        "neighbours: {} claims, {} with any, {wanted} exact neighbours ({merges} at the merge threshold); flat scan finds {} (best {pool} by Hamming alone: {})",
+        "neighbours: {} claims, {} with any, {wanted} exact neighbours ({merges} at the merge threshold); flat scan finds {} (shortlist of {pool}: {})",
         claims.len(),
         exact.iter().filter(|e| !e.is_empty()).count(),
         neighbour_recall(&got),
@@ -278,7 +277,7 @@ fn main() {
             })
             .unzip();
         println!(
-            "neighbours, {probes} probes: finds {} (best {pool} by Hamming alone: {}), reads {:.1}% of signatures",
+            "neighbours, {probes} probes: finds {} (shortlist of {pool}: {}), reads {:.1}% of signatures",
             neighbour_recall(&got),
             neighbour_recall(&hamming),
             100.0 * read as f64 / (items * claims.len()) as f64

@@ -223,10 +223,48 @@ pub async fn prepare(candidates: &[String], merge_threshold: f32) -> Result<Vec<
             }
         };
         p.pattern = Some(resolution.into());
-        p.neighbours = neighbours(sql, &c, &p.identity, &p.retrieval, merge_threshold).await?;
+    }
+    // Each claim's neighbour search is a few reads with ranking in between:
+    // `LANES` searches run at once, each lane on its own connection and
+    // taking the next claim when it is done, so one lane's statements run
+    // while another ranks what it read (D-K25). They read the same rows in
+    // any order, so the neighbours are those of one search after another.
+    let claims: Vec<(usize, Candidate)> =
+        out.iter().enumerate().filter_map(|(i, p)| p.candidate.clone().map(|c| (i, Candidate::from(c)))).collect();
+    let next = std::cell::Cell::new(0);
+    let lane = async |own: Option<&Sql>| -> Result<Vec<(usize, Vec<NeighbourView>)>> {
+        let opened;
+        let sql = match own {
+            Some(sql) => sql,
+            // A second connection only helps: when none can be had (a full
+            // pool, a store gone quiet), the first lane takes every claim,
+            // and meets the store's trouble itself if it is one.
+            None if next.get() >= claims.len() => return Ok(Vec::new()),
+            None => match mneme_store::open_sql().await {
+                Ok(sql) => {
+                    opened = sql;
+                    &opened
+                }
+                Err(_) => return Ok(Vec::new()),
+            },
+        };
+        let mut found = Vec::new();
+        while let Some((i, c)) = claims.get(next.replace(next.get() + 1)) {
+            found.push((*i, neighbours(sql, c, &out[*i].identity, &out[*i].retrieval, merge_threshold).await?));
+        }
+        Ok(found)
+    };
+    let lanes = (0..LANES.min(claims.len())).map(|l| lane((l == 0).then_some(sql)));
+    for (i, n) in futures::future::try_join_all(lanes).await?.into_iter().flatten() {
+        out[i].neighbours = n;
     }
     Ok(out)
 }
+
+/// Claims whose neighbour searches run at once in [`prepare`] (D-K25): two
+/// keep a statement in flight while the other lane ranks, on a connection
+/// each.
+const LANES: usize = 2;
 
 /// The most similar active entries by the claim's embedding: the top
 /// [`governor::STANCE_NEIGHBOURS`] at cosine ≥ 0.5, plus the best same-type

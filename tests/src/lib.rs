@@ -299,6 +299,14 @@ impl App {
         }
     }
 
+    /// Stops the runner (SIGTERM, as dropping it does) and gives back its
+    /// state directory, closed.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        let state = std::mem::replace(&mut self.state, tempfile::tempdir().unwrap());
+        drop(self);
+        state
+    }
+
     /// Starts the runner on a state directory the caller prepared.
     pub fn launch_in(state: tempfile::TempDir, manifest: &str, env: &[(String, String)], args: &[&str]) -> Started {
         let root = repo_root();

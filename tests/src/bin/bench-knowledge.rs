@@ -23,15 +23,24 @@
 //!    at least 450 more entries, entries per second.
 //!
 //! Usage: bench-knowledge --backend embedded|hosted [--entries 2000] [--filler 8000,90000]
-//!        [--mode hybrid|text|vector]
+//!        [--mode hybrid|text|vector] [--save DIR] [--from DIR] [--profile]
+//!
+//! For working on ingest at a size, on the embedded backend: `--save DIR`
+//! stops the runner after the run and keeps a copy of its state directory;
+//! `--from DIR` starts a runner on a fresh copy of one and runs step 5
+//! alone. `--profile` exports the runner's spans to a receiver in this
+//! process and prints, for step 5, where a job's time went: each stage call,
+//! host call and statement, summed per job (tracing costs time of its own,
+//! so a profiled run's figures are not the benchmark's).
 //! Reads LoCoMo from ../shared/data at run time; nothing of it is stored.
 
 use std::time::{Duration, Instant};
 
 use mneme_e2e::bench::{arg, backend, locomo, locomo_turns, percentile};
 use mneme_e2e::fake_model::{FakeModel, Script};
+use mneme_e2e::otlp::{self, Receiver};
 use mneme_e2e::seed::{self, Rng};
-use mneme_e2e::{App, BackendEnv};
+use mneme_e2e::{App, Backend, BackendEnv, Started};
 use serde_json::{Value, json};
 
 const EXTRACT: &str = "You extract the principal's judgement";
@@ -128,7 +137,7 @@ fn timeline_latency(app: &App) -> (f64, f64) {
 /// Ingests transcripts of 50 candidates each, one job at a time, until
 /// `done` says so of the entry count; prints the jobs, the candidates and
 /// the candidates and entries added per second of wall time.
-fn ingest(app: &App, model: &FakeModel, texts: &[String], next: &mut usize, done: impl Fn(usize) -> bool) {
+fn ingest(app: &App, model: &FakeModel, texts: &[String], next: &mut usize, done: impl Fn(usize) -> bool) -> usize {
     let started = Instant::now();
     let before = count(app);
     let mut jobs = 0;
@@ -191,6 +200,7 @@ fn ingest(app: &App, model: &FakeModel, texts: &[String], next: &mut usize, done
         (jobs * 50) as f64 / secs,
         (n - before) as f64 / secs
     );
+    jobs
 }
 
 /// The runner's resident memory now and at its peak (`VmRSS`, `VmHWM`).
@@ -263,8 +273,37 @@ fn main() {
     }
     env.push(("SPIN_VARIABLE_LLM_URL".into(), model.url()));
     env.push(("SPIN_VARIABLE_LLM_HOST".into(), model.addr.clone()));
-    let app = App::start("spin.toml", &env);
+    let profile = std::env::args().any(|a| a == "--profile").then(Receiver::start);
+    if let Some(r) = &profile {
+        env.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), r.endpoint()));
+    }
+    let (save, from) = (arg("--save"), arg("--from"));
+    assert!(
+        backend == Backend::Embedded || (save.is_none() && from.is_none()),
+        "--save and --from keep the embedded backend's state directory; a hosted store is not saved"
+    );
     println!("backend: {backend:?}; machine: {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    if let Some(from) = from {
+        // Step 5 alone, on a copy of a saved store: the ingest's texts go on
+        // from where the saved run's stopped (`bench-next` beside it).
+        let state = tempfile::tempdir().unwrap();
+        copy_dir(std::path::Path::new(&from), state.path());
+        let mut next: usize =
+            std::fs::read_to_string(state.path().join("bench-next")).map_or(0, |n| n.trim().parse().unwrap());
+        let app = match App::launch_in(state, "spin.toml", &env, &[]) {
+            Started::Serving(app) => app,
+            Started::Exited { log, .. } => panic!("the runner did not start:\n{log}"),
+        };
+        let until = count(&app) as usize + 450;
+        let seen = profile.as_ref().map_or(0, |r| r.spans().len());
+        let jobs = ingest(&app, &model, &texts, &mut next, |n| n >= until);
+        println!("{}", memory(&app));
+        if let Some(r) = &profile {
+            print_profile(r, seen, jobs);
+        }
+        return;
+    }
+    let app = App::start("spin.toml", &env);
 
     // 1. Ingest.
     let mut next = 0usize;
@@ -297,7 +336,90 @@ fn main() {
     // 5. Ingest again, now that the store holds every filler row: ten jobs.
     if !fillers.is_empty() {
         let until = count(&app) as usize + 450;
-        ingest(&app, &model, &texts, &mut next, |n| n >= until);
+        let seen = profile.as_ref().map_or(0, |r| r.spans().len());
+        let jobs = ingest(&app, &model, &texts, &mut next, |n| n >= until);
         println!("{}", memory(&app));
+        if let Some(r) = &profile {
+            print_profile(r, seen, jobs);
+        }
+    }
+    if let Some(save) = save {
+        // Stopped first, so the copy is of a closed database.
+        let state = app.stop();
+        std::fs::write(state.path().join("bench-next"), next.to_string()).unwrap();
+        copy_dir(state.path(), std::path::Path::new(&save));
+        println!("saved the state directory in {save}");
+    }
+}
+
+/// Copies a state directory (and the directories in it), leaving out the
+/// runner's logs.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap_or_else(|e| panic!("reading {}: {e}", from.display())) {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name.to_string_lossy().ends_with(".log") {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// Where step 5's jobs spent their time: the spans that arrived after the
+/// first `seen`, summed by name (a statement's by its first words), per job.
+/// The runner's own cron ticks in the same time are in the sums too.
+fn print_profile(r: &Receiver, seen: usize, jobs: usize) {
+    // The exporter sends in batches: wait until the spans stop coming.
+    let mut last = usize::MAX;
+    while r.spans().len() != last {
+        last = r.spans().len();
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let spans = r.spans();
+    let spans = &spans[seen.min(spans.len())..];
+    let mut sums: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
+    for s in spans {
+        let key = match otlp::attr(&s.attributes, "db.query.text") {
+            Some(q) => format!("{} | {}", s.name, q.split_whitespace().take(14).collect::<Vec<_>>().join(" ")),
+            None => s.name.clone(),
+        };
+        let e = sums.entry(key).or_default();
+        e.0 += s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano) as f64 / 1e6;
+        e.1 += 1;
+    }
+    // `MNEME_PROFILE_TIMELINE=1`: the last job's `prepare`, span by span.
+    if std::env::var_os("MNEME_PROFILE_TIMELINE").is_some()
+        && let Some(p) = spans.iter().rev().find(|s| s.name.ends_with("knowledge.prepare"))
+    {
+        let mut inside: Vec<_> = spans
+            .iter()
+            .filter(|s| {
+                s.trace_id == p.trace_id
+                    && s.start_time_unix_nano >= p.start_time_unix_nano
+                    && s.end_time_unix_nano <= p.end_time_unix_nano
+            })
+            .collect();
+        inside.sort_by_key(|s| s.start_time_unix_nano);
+        for s in inside {
+            let q = otlp::attr(&s.attributes, "db.query.text").unwrap_or_default();
+            println!(
+                "{:>8.1} {:>7.2}  {} {}",
+                (s.start_time_unix_nano - p.start_time_unix_nano) as f64 / 1e6,
+                (s.end_time_unix_nano - s.start_time_unix_nano) as f64 / 1e6,
+                s.name,
+                q.split_whitespace().take(8).collect::<Vec<_>>().join(" ")
+            );
+        }
+    }
+    let mut rows: Vec<_> = sums.into_iter().collect();
+    rows.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+    println!("profile of step 5, per job ({jobs} jobs; concurrent spans overlap): ms, calls");
+    for (name, (ms, n)) in rows.iter().take(40) {
+        println!("{:>9.1} {:>7.1}  {name}", ms / jobs.max(1) as f64, *n as f64 / jobs.max(1) as f64);
     }
 }

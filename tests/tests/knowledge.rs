@@ -1477,13 +1477,16 @@ fn a_trained_knowledge_corpus_still_merges_restatements_and_supersedes_contradic
         let b = BackendEnv::new(backend);
         let model = FakeModel::start(Script::default());
         let app = start_served(&served, &b, Some(&model));
-        let say = |position: &str, reasoning: &str, text: &str, date: &str| {
+        let say_of = |topic: &str, position: &str, reasoning: &str, text: &str, date: &str| {
             model.route(
                 EXTRACT,
-                candidates(json!([{"type": "standard", "topic": "Small pull requests", "position": position,
+                candidates(json!([{"type": "standard", "topic": topic, "position": position,
                     "reasoning": reasoning, "confidence": "medium", "tags": ["review"]}])),
             );
             finish(&app, &ingest(&app, text, date))
+        };
+        let say = |position: &str, reasoning: &str, text: &str, date: &str| {
+            say_of("Small pull requests", position, reasoning, text, date)
         };
         let first = say(
             "Always keep pull requests under 400 lines",
@@ -1492,6 +1495,12 @@ fn a_trained_knowledge_corpus_still_merges_restatements_and_supersedes_contradic
             "2026-11-01",
         );
         let id = outcome(&first, 0)["entry_id"].as_str().unwrap().to_string();
+        // Every word of this one will be common: the fillers hold them all.
+        let routine = |reasoning: &str, text: &str| {
+            say_of("Routine log lines", "Routine log lines about nothing in particular", reasoning, text, "2026-11-01")
+        };
+        let logs = routine("they show the system is alive", "transcript on logs");
+        let logs_id = outcome(&logs, 0)["entry_id"].as_str().unwrap().to_string();
         mneme_e2e::seed::filler(
             &b,
             app.state.path(),
@@ -1520,6 +1529,14 @@ fn a_trained_knowledge_corpus_still_merges_restatements_and_supersedes_contradic
             "{backend:?}: {again}"
         );
         assert_eq!(entry(&app, &id)["corroboration_count"], 2, "{backend:?}");
+        // Every word common, the entry older than the newest 2,000 items a
+        // claim's full text then ranks (D-K26): the vector side finds it.
+        let logs_again = routine("they are the first place to look", "transcript on logs again");
+        assert_eq!(
+            (outcome(&logs_again, 0)["outcome"].as_str(), outcome(&logs_again, 0)["into"].as_str()),
+            (Some("merged"), Some(logs_id.as_str())),
+            "{backend:?}: {logs_again}"
+        );
         let opposite = say(
             "Never keep pull requests under 400 lines",
             "splitting work hides the design from the reviewer",

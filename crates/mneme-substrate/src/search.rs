@@ -708,7 +708,7 @@ impl Reach {
     pub const QUESTION: Reach = Reach { probes: ivf::PROBES, shortlist: fusion::SHORTLIST, text: TextRank::Every };
     /// A claim's search for its near neighbours: fewer lists (D-K17), a
     /// shorter shortlist (D-K24), and full text ranked by the rare terms
-    /// alone (D-K21).
+    /// alone (D-K21), or none when every term is common (D-K26).
     pub const NEIGHBOURS: Reach =
         Reach { probes: ivf::NEIGHBOUR_PROBES, shortlist: fusion::NEIGHBOUR_SHORTLIST, text: TextRank::Chosen };
 }
@@ -854,6 +854,17 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
             SqlKind::Postgres => run(&every, fusion::tsquery_any(&terms), fusion::tsquery_any(held), since).await,
         }
     };
+    // Every term common: a question ranks the newest rows holding any term
+    // (D-K15). A claim's neighbour search reads no full text then (D-K26):
+    // SQLite's `bm25` would walk each common term's whole list to weigh it,
+    // whatever the window, and rows that share only common words are not
+    // what the search looks for; its vector side finds the near neighbours.
+    let newest = async |rank: TextRank| -> Result<Vec<i64>> {
+        match rank {
+            TextRank::Every => holding(&terms, window_start(sql, corpora).await?).await,
+            TextRank::Chosen => Ok(Vec::new()),
+        }
+    };
     match plan {
         // The rows holding a rare term, ranked by every term, or for a
         // claim's neighbours by the rare terms alone: on SQLite `bm25` counts
@@ -875,11 +886,11 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
                 }
             };
             match found.is_empty() {
-                true => holding(&terms, window_start(sql, corpora).await?).await,
+                true => newest(rank).await,
                 false => Ok(found),
             }
         }
-        fusion::TextPlan::Recent => holding(&terms, window_start(sql, corpora).await?).await,
+        fusion::TextPlan::Recent => newest(rank).await,
         // First the rows holding two of the terms; only when they are too
         // few, every row holding one (D-K10).
         fusion::TextPlan::All => match (sql.kind(), fusion::tsquery_pairs(&terms)) {
@@ -910,7 +921,8 @@ pub enum TextRank {
     /// Every term of the query: a question's answer (D-K15).
     Every,
     /// The rare terms that chose the rows: an ingest's search for a claim's
-    /// near neighbours, whose rows are judged by their cosine (D-K21).
+    /// near neighbours, whose rows are judged by their cosine (D-K21). With
+    /// no rare term, no rows (D-K26).
     Chosen,
 }
 

@@ -294,13 +294,7 @@ fn main() {
             Started::Serving(app) => app,
             Started::Exited { log, .. } => panic!("the runner did not start:\n{log}"),
         };
-        let until = count(&app) as usize + 450;
-        let seen = profile.as_ref().map_or(0, |r| r.spans().len());
-        let jobs = ingest(&app, &model, &texts, &mut next, |n| n >= until);
-        println!("{}", memory(&app));
-        if let Some(r) = &profile {
-            print_profile(r, seen, jobs);
-        }
+        ingest_more(&app, &model, &texts, &mut next, profile.as_ref());
         return;
     }
     let app = App::start("spin.toml", &env);
@@ -335,13 +329,7 @@ fn main() {
     }
     // 5. Ingest again, now that the store holds every filler row: ten jobs.
     if !fillers.is_empty() {
-        let until = count(&app) as usize + 450;
-        let seen = profile.as_ref().map_or(0, |r| r.spans().len());
-        let jobs = ingest(&app, &model, &texts, &mut next, |n| n >= until);
-        println!("{}", memory(&app));
-        if let Some(r) = &profile {
-            print_profile(r, seen, jobs);
-        }
+        ingest_more(&app, &model, &texts, &mut next, profile.as_ref());
     }
     if let Some(save) = save {
         // Stopped first, so the copy is of a closed database.
@@ -349,6 +337,18 @@ fn main() {
         std::fs::write(state.path().join("bench-next"), next.to_string()).unwrap();
         copy_dir(state.path(), std::path::Path::new(&save));
         println!("saved the state directory in {save}");
+    }
+}
+
+/// Step 5: at least 450 more entries (ten jobs), the runner's memory, and
+/// with `--profile` where the jobs' time went.
+fn ingest_more(app: &App, model: &FakeModel, texts: &[String], next: &mut usize, profile: Option<&Receiver>) {
+    let until = count(app) as usize + 450;
+    let seen = profile.map_or(0, |r| r.spans().len());
+    let jobs = ingest(app, model, texts, next, |n| n >= until);
+    println!("{}", memory(app));
+    if let Some(r) = profile {
+        print_profile(r, seen, jobs);
     }
 }
 

@@ -299,8 +299,9 @@ impl App {
         }
     }
 
-    /// Stops the runner (SIGTERM, as dropping it does) and gives back its
-    /// state directory, closed.
+    /// Stops the runner as dropping it does (SIGTERM, SIGKILL after 5 s)
+    /// and gives back its state directory: SQLite's `-wal` files are in it,
+    /// so a copy of it is a consistent store either way.
     pub fn stop(mut self) -> tempfile::TempDir {
         let state = std::mem::replace(&mut self.state, tempfile::tempdir().unwrap());
         drop(self);

@@ -1529,8 +1529,10 @@ fn a_trained_knowledge_corpus_still_merges_restatements_and_supersedes_contradic
             "{backend:?}: {again}"
         );
         assert_eq!(entry(&app, &id)["corroboration_count"], 2, "{backend:?}");
-        // Every word common, the entry older than the newest 2,000 items a
-        // claim's full text then ranks (D-K26): the vector side finds it.
+        // Every word common: a claim's search then reads no full text
+        // (D-K26), and the vector side finds the restatement. (The entry is
+        // older than the 20,000 fillers, outside the newest items the old
+        // read ranked too: this guards the behaviour, not the change.)
         let logs_again = routine("they are the first place to look", "transcript on logs again");
         assert_eq!(
             (outcome(&logs_again, 0)["outcome"].as_str(), outcome(&logs_again, 0)["into"].as_str()),

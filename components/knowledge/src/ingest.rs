@@ -271,7 +271,8 @@ const LANES: usize = 2;
 /// entry when it is a merge candidate outside them. The candidates come
 /// from the same hybrid search as `/retrieve`, with a claim's
 /// [`search::Reach::NEIGHBOURS`]: 4 lists of a trained corpus instead of 32
-/// (D-K17), full text ranked by its rare terms alone (D-K21).
+/// (D-K17), full text ranked by its rare terms alone (D-K21), and none
+/// when the claim has no rare term (D-K26).
 async fn neighbours(
     sql: &Sql,
     c: &Candidate,

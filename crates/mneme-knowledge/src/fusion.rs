@@ -240,8 +240,9 @@ pub fn tsquery_pairs(terms: &[String]) -> Option<String> {
 /// Rows the full-text read may rank before it narrows to the query's rare
 /// terms (D-K15).
 pub const TERM_BUDGET: u64 = 2_000;
-/// Items the full-text read ranks, newest first, when every term of a
-/// query is common (D-K15).
+/// Items a question's full-text read ranks, newest first, when every term
+/// of it is common (D-K15); a claim's neighbour search reads none then
+/// (D-K26).
 pub const RECENT_WINDOW: i64 = 20_000;
 
 /// Which rows the full-text read ranks (D-K15). A question's read scores
@@ -254,7 +255,8 @@ pub enum TextPlan {
     All,
     /// Only rows holding one of these terms (the rarest, in query order).
     Rare(Vec<String>),
-    /// Only the newest [`RECENT_WINDOW`] items: every term is common.
+    /// Only the newest [`RECENT_WINDOW`] items: every term is common (a
+    /// claim's neighbour search reads no full text, D-K26).
     Recent,
 }
 

@@ -708,7 +708,8 @@ impl Reach {
     pub const QUESTION: Reach = Reach { probes: ivf::PROBES, shortlist: fusion::SHORTLIST, text: TextRank::Every };
     /// A claim's search for its near neighbours: fewer lists (D-K17), a
     /// shorter shortlist (D-K24), and full text ranked by the rare terms
-    /// alone (D-K21), or none when every term is common (D-K26).
+    /// alone (D-K21), or none when every term is common or no row holds a
+    /// rare one (D-K26).
     pub const NEIGHBOURS: Reach =
         Reach { probes: ivf::NEIGHBOUR_PROBES, shortlist: fusion::NEIGHBOUR_SHORTLIST, text: TextRank::Chosen };
 }
@@ -854,11 +855,12 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
             SqlKind::Postgres => run(&every, fusion::tsquery_any(&terms), fusion::tsquery_any(held), since).await,
         }
     };
-    // Every term common: a question ranks the newest rows holding any term
-    // (D-K15). A claim's neighbour search reads no full text then (D-K26):
-    // SQLite's `bm25` would walk each common term's whole list to weigh it,
-    // whatever the window, and rows that share only common words are not
-    // what the search looks for; its vector side finds the near neighbours.
+    // Every term common, or no row of the corpus holding a rare one: a
+    // question ranks the newest rows holding any term (D-K15). A claim's
+    // neighbour search reads no full text then, and its vector side decides
+    // (D-K26): SQLite's `bm25` would walk each common term's whole list to
+    // weigh it, whatever the window. What that gives up (stance-band
+    // neighbours that share only common words) is in D-K26.
     let newest = async |rank: TextRank| -> Result<Vec<i64>> {
         match rank {
             TextRank::Every => holding(&terms, window_start(sql, corpora).await?).await,
@@ -871,7 +873,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
         // every row holding each term it ranks by, so a common term costs a
         // walk of its whole list (D-K21). When no row holds one (on SQLite
         // the rare term may be held only by another corpus, since it counts
-        // over all of them), the newest rows holding any term.
+        // over all of them), as when every term is common (`newest`).
         fusion::TextPlan::Rare(rare) => {
             let found = match (rank, sql.kind()) {
                 (TextRank::Every, _) => holding(&rare, 0).await?,
@@ -922,7 +924,8 @@ pub enum TextRank {
     Every,
     /// The rare terms that chose the rows: an ingest's search for a claim's
     /// near neighbours, whose rows are judged by their cosine (D-K21). With
-    /// no rare term, no rows (D-K26).
+    /// no rare term, or none that a row of the corpus holds, no rows
+    /// (D-K26).
     Chosen,
 }
 

@@ -26,9 +26,10 @@
 //!        [--mode hybrid|text|vector] [--save DIR] [--from DIR] [--profile]
 //!
 //! For working on ingest at a size, on the embedded backend: `--save DIR`
-//! stops the runner after the run and keeps a copy of its state directory;
-//! `--from DIR` starts a runner on a fresh copy of one and runs step 5
-//! alone. `--profile` exports the runner's spans to a receiver in this
+//! (a directory not yet there) stops the runner after the run and keeps a
+//! copy of its state directory; `--from DIR` starts a runner on a fresh
+//! copy of one and runs step 5 alone (`--entries`, `--filler` and `--save`
+//! are not read then). `--profile` exports the runner's spans to a receiver in this
 //! process and prints, for step 5, where a job's time went: each stage call,
 //! host call and statement, summed per job (tracing costs time of its own,
 //! so a profiled run's figures are not the benchmark's).
@@ -276,12 +277,20 @@ fn main() {
     let profile = std::env::args().any(|a| a == "--profile").then(Receiver::start);
     if let Some(r) = &profile {
         env.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), r.endpoint()));
+        // Batches every 100 ms and a queue that holds a job's spans, so
+        // none is dropped and the last ones arrive soon.
+        env.push(("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()));
+        env.push(("OTEL_BSP_MAX_QUEUE_SIZE".into(), "65536".into()));
     }
     let (save, from) = (arg("--save"), arg("--from"));
     assert!(
         backend == Backend::Embedded || (save.is_none() && from.is_none()),
         "--save and --from keep the embedded backend's state directory; a hosted store is not saved"
     );
+    if let Some(dir) = &save {
+        // A database's files beside an older one's `-wal` would be a broken store.
+        assert!(!std::path::Path::new(dir).exists(), "--save {dir}: the directory exists already");
+    }
     println!("backend: {backend:?}; machine: {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
     if let Some(from) = from {
         // Step 5 alone, on a copy of a saved store: the ingest's texts go on
@@ -344,7 +353,7 @@ fn main() {
 /// with `--profile` where the jobs' time went.
 fn ingest_more(app: &App, model: &FakeModel, texts: &[String], next: &mut usize, profile: Option<&Receiver>) {
     let until = count(app) as usize + 450;
-    let seen = profile.map_or(0, |r| r.spans().len());
+    let seen = profile.map_or(0, settled);
     let jobs = ingest(app, model, texts, next, |n| n >= until);
     println!("{}", memory(app));
     if let Some(r) = profile {
@@ -370,16 +379,22 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// How many spans have arrived once they stop coming (the runner exports
+/// every 100 ms here): a second with none new.
+fn settled(r: &Receiver) -> usize {
+    let mut last = usize::MAX;
+    while r.spans().len() != last {
+        last = r.spans().len();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    last
+}
+
 /// Where step 5's jobs spent their time: the spans that arrived after the
 /// first `seen`, summed by name (a statement's by its first words), per job.
 /// The runner's own cron ticks in the same time are in the sums too.
 fn print_profile(r: &Receiver, seen: usize, jobs: usize) {
-    // The exporter sends in batches: wait until the spans stop coming.
-    let mut last = usize::MAX;
-    while r.spans().len() != last {
-        last = r.spans().len();
-        std::thread::sleep(Duration::from_secs(3));
-    }
+    settled(r);
     let spans = r.spans();
     let spans = &spans[seen.min(spans.len())..];
     let mut sums: std::collections::BTreeMap<String, (f64, usize)> = Default::default();

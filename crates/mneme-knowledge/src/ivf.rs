@@ -26,6 +26,11 @@ pub const PROBES: usize = 32;
 /// where a question's answers are spread wider; the full-text read beside it
 /// finds the claims that share its words.
 pub const NEIGHBOUR_PROBES: usize = 4;
+/// Lists a claim's neighbour search reads when its full-text read finds
+/// nothing, as when every word of the claim is common (D-K26): the vector
+/// side decides alone, and the time the full text would have taken pays
+/// for 4 lists more (D-K27).
+pub const NEIGHBOUR_PROBES_ALONE: usize = 8;
 /// Embeddings the centroids are trained on, at most.
 pub const SAMPLE: usize = 8_192;
 /// Rounds of k-means, at most (it stops sooner once no member moves).

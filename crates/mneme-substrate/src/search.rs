@@ -696,8 +696,14 @@ pub async fn candidates(sql: &Sql, corpora: &[&str], query: &str, embedding: &[f
 pub struct Reach {
     /// The lists read of a corpus whose vector index is trained.
     pub probes: usize,
-    /// The Hamming-nearest signatures re-scored by exact cosine.
+    /// The lists read when the full-text read finds nothing: the nearest
+    /// `probes` first, then the next ones up to this many (D-K27).
+    pub probes_alone: usize,
+    /// The Hamming-nearest signatures re-scored by exact cosine, of lists.
     pub shortlist: usize,
+    /// The same when no list was read: every corpus searched is untrained,
+    /// and its flat scan Hamming-ranks every item (D-K28).
+    pub shortlist_flat: usize,
     /// What ranks the rows the full-text read chose by its rarest terms.
     pub text: TextRank,
 }
@@ -705,13 +711,25 @@ pub struct Reach {
 impl Reach {
     /// A question's: [`ivf::PROBES`] lists, a shortlist of
     /// [`fusion::SHORTLIST`], full text ranked by every term.
-    pub const QUESTION: Reach = Reach { probes: ivf::PROBES, shortlist: fusion::SHORTLIST, text: TextRank::Every };
+    pub const QUESTION: Reach = Reach {
+        probes: ivf::PROBES,
+        probes_alone: ivf::PROBES,
+        shortlist: fusion::SHORTLIST,
+        shortlist_flat: fusion::SHORTLIST,
+        text: TextRank::Every,
+    };
     /// A claim's search for its near neighbours: fewer lists (D-K17), a
-    /// shorter shortlist (D-K24), and full text ranked by the rare terms
-    /// alone (D-K21), or none when every term is common or no row holds a
-    /// rare one (D-K26).
-    pub const NEIGHBOURS: Reach =
-        Reach { probes: ivf::NEIGHBOUR_PROBES, shortlist: fusion::NEIGHBOUR_SHORTLIST, text: TextRank::Chosen };
+    /// shorter shortlist of lists (D-K24) but not of a flat scan (D-K28),
+    /// and full text ranked by the rare terms alone (D-K21), or none when
+    /// every term is common or no row holds a rare one (D-K26), when it
+    /// reads twice the lists (D-K27).
+    pub const NEIGHBOURS: Reach = Reach {
+        probes: ivf::NEIGHBOUR_PROBES,
+        probes_alone: ivf::NEIGHBOUR_PROBES_ALONE,
+        shortlist: fusion::NEIGHBOUR_SHORTLIST,
+        shortlist_flat: fusion::SHORTLIST,
+        text: TextRank::Chosen,
+    };
 }
 
 /// [`candidates`] with its [`Reach`].
@@ -739,7 +757,7 @@ pub async fn candidates_within(
         async {
             let r = match mode.uses_vector() {
                 true => signature_blocks(sql, corpora, embedding, reach.probes).await,
-                false => Ok(Vec::new()),
+                false => Ok(VectorRead::default()),
             };
             (r, since(t1))
         },
@@ -747,11 +765,28 @@ pub async fn candidates_within(
     .await;
     (c.text_ms, c.blocks_ms) = (text_ms, blocks_ms);
     c.text = text?;
-    let blocks = blocks?;
+    let VectorRead { mut blocks, probed, flat } = blocks?;
+    // The vector side alone: the next lists too (D-K27). One more statement,
+    // for a claim whose full-text read found nothing.
+    if c.text.is_empty() && mode.uses_vector() && reach.probes_alone > reach.probes {
+        let more: Vec<(String, Vec<usize>)> = probed
+            .iter()
+            .map(|(corpus, centroids)| {
+                let lists = centroids.probes(embedding, reach.probes_alone);
+                (corpus.clone(), lists.into_iter().skip(reach.probes).collect())
+            })
+            .collect();
+        blocks.extend(read_lists(sql, &more, &flat).await?);
+        c.blocks_ms = since(t1);
+    }
     c.signatures = blocks.iter().map(|b| b.seqs.len() as u64).sum();
     let t2 = mneme_time::clock::system_ms();
     let shortlist = match mode.uses_vector() {
-        true => fusion::shortlist(&query_sig, &blocks, reach.shortlist),
+        true => fusion::shortlist(
+            &query_sig,
+            &blocks,
+            if probed.is_empty() { reach.shortlist_flat } else { reach.shortlist },
+        ),
         false => Vec::new(),
     };
     let mut wanted = shortlist.clone();
@@ -1038,11 +1073,11 @@ async fn window_start(sql: &Sql, corpora: &[&str]) -> Result<i64> {
 /// statement reads the flat blocks with when each corpus's centroids were
 /// trained (the centroids themselves are kept, [`kept_centroids`]); a second
 /// the lists, when there are any.
-async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: usize) -> Result<Vec<Block>> {
+async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: usize) -> Result<VectorRead> {
     if corpora.is_empty() {
-        return Ok(Vec::new());
+        return Ok(VectorRead::default());
     }
-    let mut params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
+    let params: Vec<Value> = corpora.iter().map(|c| Value::from(*c)).collect();
     let corpus_list = in_list(1, corpora.len());
     let rows = sql
         .query(
@@ -1057,8 +1092,7 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: us
         )
         .await?;
     let mut blocks = Vec::with_capacity(rows.len());
-    let mut probed: Vec<String> = Vec::new();
-    params.clear();
+    let (mut probed, mut wanted) = (Vec::new(), Vec::new());
     for r in &rows {
         if r.i64("list")? != CENTROIDS {
             blocks.push(decode(r)?);
@@ -1066,31 +1100,54 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: us
         }
         let corpus = r.text("corpus")?;
         let Some(centroids) = kept_centroids(sql, &corpus, r.i64("trained_ms")?).await? else { continue };
-        let lists = centroids.probes(query, probes);
-        if lists.is_empty() {
-            continue;
-        }
-        params.push(corpus.into());
+        wanted.push((corpus.clone(), centroids.probes(query, probes)));
+        probed.push((corpus, centroids));
+    }
+    let flat = blocks.iter().flat_map(|b| b.seqs.iter().copied()).collect();
+    blocks.extend(read_lists(sql, &wanted, &flat).await?);
+    Ok(VectorRead { blocks, probed, flat })
+}
+
+/// What [`signature_blocks`] read.
+#[derive(Default)]
+struct VectorRead {
+    blocks: Vec<Block>,
+    /// Each trained corpus probed, with its centroids: for reading more of
+    /// its lists (D-K27).
+    probed: Vec<(String, std::rc::Rc<Centroids>)>,
+    /// The items of the flat blocks read.
+    flat: std::collections::HashSet<i64>,
+}
+
+/// The blocks of each corpus's `lists`, in one statement, without the
+/// items read from `flat` blocks: a move that committed since they were
+/// read put some of them into lists, and each item is scanned once.
+async fn read_lists(
+    sql: &Sql,
+    wanted: &[(String, Vec<usize>)],
+    flat: &std::collections::HashSet<i64>,
+) -> Result<Vec<Block>> {
+    let (mut params, mut probed): (Vec<Value>, Vec<String>) = (Vec::new(), Vec::new());
+    for (corpus, lists) in wanted.iter().filter(|w| !w.1.is_empty()) {
+        params.push(corpus.as_str().into());
         let first = params.len() + 1;
         probed.push(format!("(corpus = ${} AND list IN ({}))", first - 1, in_list(first, lists.len())));
-        params.extend(lists.into_iter().map(|l| Value::from(l as i64)));
+        params.extend(lists.iter().map(|&l| Value::from(l as i64)));
     }
-    if !probed.is_empty() {
-        let rows = sql
-            .query(&format!("SELECT seqs, sigs FROM {} WHERE {}", by_list(sql), probed.join(" OR ")), &params)
-            .await?;
-        // A move that committed between the two reads put items already
-        // read from flat blocks into lists: each is scanned once.
-        let flat: std::collections::HashSet<i64> = blocks.iter().flat_map(|b| b.seqs.iter().copied()).collect();
-        for r in &rows {
+    if probed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows =
+        sql.query(&format!("SELECT seqs, sigs FROM {} WHERE {}", by_list(sql), probed.join(" OR ")), &params).await?;
+    rows.iter()
+        .map(|r| {
             let mut b = decode(r)?;
             if !flat.is_empty() {
                 b.retain(|s| !flat.contains(&s));
             }
-            blocks.push(b);
-        }
-    }
-    Ok(blocks)
+            Ok(b)
+        })
+        .collect()
 }
 
 /// What [`signature_blocks`] reads in a centroids row's `list`.

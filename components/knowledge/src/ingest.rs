@@ -271,7 +271,9 @@ const LANES: usize = 2;
 /// entry when it is a merge candidate outside them. The candidates come
 /// from the same hybrid search as `/retrieve`, with a claim's
 /// [`search::Reach::NEIGHBOURS`]: 4 lists of a trained corpus instead of 32
-/// (D-K17), full text ranked by its rare terms alone (D-K21), and none
+/// (D-K17), 8 when its full text finds nothing (D-K27), the best 40 of
+/// them by Hamming distance re-scored (D-K24) but 200 of a flat scan
+/// (D-K28), full text ranked by its rare terms alone (D-K21), and none
 /// when the claim has no rare term (D-K26).
 async fn neighbours(
     sql: &Sql,

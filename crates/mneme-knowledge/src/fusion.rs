@@ -16,10 +16,10 @@ pub const BLOCK_SIZE: usize = 1024;
 /// How many Hamming-nearest items get an exact cosine.
 pub const SHORTLIST: usize = 200;
 /// How many get one in an ingest's search for a claim's near neighbours
-/// when it reads lists (D-K24): a neighbour is near the claim, and of 4
-/// lists `bench-neighbours` finds 0.819 of them among the best 40 by
-/// Hamming distance against 0.823 among 200. A flat scan ranks every item
-/// and keeps 200 (D-K28).
+/// when it reads lists (D-K24): the lists bound what it finds, and
+/// `bench-neighbours` finds 0.731 of a claim's exact neighbours among the
+/// best 40 by Hamming distance against 0.735 among 200. A flat scan ranks
+/// every item and keeps 200 (D-K28).
 pub const NEIGHBOUR_SHORTLIST: usize = 40;
 /// Candidates each generator contributes to the fusion.
 pub const GENERATOR_CANDIDATES: usize = 50;

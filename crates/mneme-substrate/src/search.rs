@@ -768,7 +768,8 @@ pub async fn candidates_within(
     let VectorRead { mut blocks, probed, flat } = blocks?;
     // The vector side alone: the next lists too (D-K27). One more statement,
     // for a claim whose full-text read found nothing.
-    if c.text.is_empty() && mode.uses_vector() && reach.probes_alone > reach.probes {
+    if c.text.is_empty() && mode == Mode::Hybrid && reach.probes_alone > reach.probes && !probed.is_empty() {
+        let t = mneme_time::clock::system_ms();
         let more: Vec<(String, Vec<usize>)> = probed
             .iter()
             .map(|(corpus, centroids)| {
@@ -777,7 +778,7 @@ pub async fn candidates_within(
             })
             .collect();
         blocks.extend(read_lists(sql, &more, &flat).await?);
-        c.blocks_ms = since(t1);
+        c.blocks_ms += since(t);
     }
     c.signatures = blocks.iter().map(|b| b.seqs.len() as u64).sum();
     let t2 = mneme_time::clock::system_ms();
@@ -893,7 +894,7 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
     // Every term common, or no row of the corpus holding a rare one: a
     // question ranks the newest rows holding any term (D-K15). A claim's
     // neighbour search reads no full text then, and its vector side decides
-    // (D-K26): SQLite's `bm25` would walk each common term's whole list to
+    // on twice the lists (D-K26, D-K27): SQLite's `bm25` would walk each common term's whole list to
     // weigh it, whatever the window. What that gives up (stance-band
     // neighbours that share only common words) is in D-K26.
     let newest = async |rank: TextRank| -> Result<Vec<i64>> {
@@ -1103,7 +1104,11 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: us
         wanted.push((corpus.clone(), centroids.probes(query, probes)));
         probed.push((corpus, centroids));
     }
-    let flat = blocks.iter().flat_map(|b| b.seqs.iter().copied()).collect();
+    // Only a trained corpus has lists to read.
+    let flat = match probed.is_empty() {
+        true => Default::default(),
+        false => blocks.iter().flat_map(|b| b.seqs.iter().copied()).collect(),
+    };
     blocks.extend(read_lists(sql, &wanted, &flat).await?);
     Ok(VectorRead { blocks, probed, flat })
 }
@@ -1115,7 +1120,7 @@ struct VectorRead {
     /// Each trained corpus probed, with its centroids: for reading more of
     /// its lists (D-K27).
     probed: Vec<(String, std::rc::Rc<Centroids>)>,
-    /// The items of the flat blocks read.
+    /// The items of the flat blocks read, when lists were read too.
     flat: std::collections::HashSet<i64>,
 }
 

@@ -12,7 +12,9 @@
 //! new claim, and its neighbours are the other items at cosine ≥ 0.5, best
 //! [`STANCE_NEIGHBOURS`] first. Recall of those exact neighbours by the
 //! vector generator, flat and at several probe counts, with a shortlist of
-//! 200 and of [`NEIGHBOUR_SHORTLIST`] (D-K24).
+//! 200 and of [`NEIGHBOUR_SHORTLIST`] (D-K24; the store re-scores 40 of
+//! lists and 200 of a flat scan, D-K28, and `bench-neighbours` measures
+//! it with an entry's two embeddings).
 //!
 //! Usage: bench-ivf [--items 40000] [--threads 2] [--cache FILE] [--neighbours-only]   (weights
 //! from $MNEME_MODELS_DIR, else ~/.cache/mneme/ai-models; `--cache` keeps the
@@ -231,7 +233,7 @@ fn main() {
     let is_merge = |i: usize, j: usize| dot(&vectors[i], &vectors[j]) >= MERGE_COSINE_DEFAULT;
     // The vector generator over the given blocks for claim `i`: its best
     // `n` by Hamming distance, judged by exact cosine: a question's
-    // shortlist of 200, and the neighbour search's of 40 (D-K24).
+    // shortlist of 200, and the neighbour search's of 40 of lists (D-K24).
     let pool = NEIGHBOUR_SHORTLIST;
     let nearest = |i: usize, blocks: &[Block], n: usize| -> Vec<usize> {
         let q = &vectors[i];

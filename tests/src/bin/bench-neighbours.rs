@@ -11,11 +11,14 @@
 //! ≥ [`STANCE_MIN_COSINE`] and the best same-type merge candidate).
 //!
 //! The store is small, so its sizes are scaled to `--scale` items (a
-//! million by default): each term's document frequency and the item count
-//! are multiplied by `scale / items` before [`fusion::text_plan`] chooses,
-//! which is the term budget of 2,000 at a million items, and the newest
-//! window is [`fusion::RECENT_WINDOW`] × `items / scale`. Three plans, for
-//! a claim with no rare term or none that a row holds:
+//! million by default; `--scale store` keeps its own): each term's document
+//! frequency and the item count are multiplied by `scale / items` before
+//! [`fusion::text_plan`] chooses, which is the term budget of 2,000 at a
+//! million items, and the newest window is [`fusion::RECENT_WINDOW`] ×
+//! `items / scale`. A term's frequency counts the knowledge corpus alone
+//! (the store counts every corpus: a store of entries alone has no other),
+//! so no rare term is ever held by no row here. Three plans, for a claim
+//! with no rare term or none that a row holds:
 //! - **old** (before D-K26): the rows of the newest window holding any
 //!   term, ranked by every term, beside [`ivf::NEIGHBOUR_PROBES`] lists;
 //! - **D-K26**: no full text, the same lists;
@@ -24,13 +27,15 @@
 //!
 //! The vector side is the flat scan a store of this size runs, which
 //! re-scores the best [`SHORTLIST`] by Hamming distance (D-K28). With
-//! `--lists K` it reads lists of K trained on the store's retrieval
-//! embeddings and re-scores [`NEIGHBOUR_SHORTLIST`]: `--lists 256` reads
-//! the share of the corpus that 4 lists read of a million items.
+//! `--lists K` it reads lists of K trained on the retrieval embeddings of
+//! the store's first half (no claim's) and re-scores
+//! [`NEIGHBOUR_SHORTLIST`]: `--lists 256` reads the share of the corpus
+//! that 4 lists read of a million items, though each list holds about 23
+//! entries where a million items' hold about 3,900.
 //! `--shortlist N` re-scores N instead (the store shortlists by the
 //! retrieval embedding and keeps a neighbour by its identity cosine).
 //!
-//! Usage: bench-neighbours --store DIR [--claims 400] [--scale 1000000] [--lists K] [--shortlist N]
+//! Usage: bench-neighbours --store DIR [--claims 400] [--scale 1000000|store] [--lists K] [--shortlist N]
 
 use std::collections::BTreeSet;
 
@@ -137,7 +142,12 @@ impl Tally {
 fn main() {
     let store = arg("--store").expect("--store DIR (a state directory `bench-knowledge --save` kept)");
     let claims_wanted: usize = arg("--claims").map_or(400, |n| n.parse().expect("--claims takes a number"));
-    let scale: f64 = arg("--scale").map_or(1e6, |n| n.parse().expect("--scale takes a number"));
+    // None: the store's own sizes (`--scale store`).
+    let scale: Option<f64> = match arg("--scale").as_deref() {
+        None => Some(1e6),
+        Some("store") => None,
+        Some(n) => Some(n.parse().expect("--scale takes a number or `store`")),
+    };
     let lists: usize = arg("--lists").map_or(0, |n| n.parse().expect("--lists takes a number"));
     let shortlist: usize = arg("--shortlist").map_or(if lists == 0 { SHORTLIST } else { NEIGHBOUR_SHORTLIST }, |n| {
         n.parse().expect("--shortlist takes a number")
@@ -171,10 +181,11 @@ fn main() {
     assert!(n >= 200, "the store holds {n} active entries; make one of a few thousand");
     let index: std::collections::HashMap<i64, usize> = entries.iter().enumerate().map(|(i, e)| (e.seq, i)).collect();
     let by_seq = |s: i64| &entries[index[&s]];
-    // Each entry's list, when the vector side reads lists.
+    // Each entry's list, when the vector side reads lists: centroids
+    // trained on the first half, which holds no claim.
     let centroids = (lists > 0).then(|| {
-        let every = (n / ivf::SAMPLE).max(1);
-        let sample: Vec<Vec<f32>> = entries.iter().step_by(every).map(|e| e.retrieval.clone()).collect();
+        let every = (n / 2 / ivf::SAMPLE).max(1);
+        let sample: Vec<Vec<f32>> = entries[..n / 2].iter().step_by(every).map(|e| e.retrieval.clone()).collect();
         Centroids::train(&sample, lists, ivf::ROUNDS)
     });
     let list_of: Vec<usize> = entries.iter().map(|e| centroids.as_ref().map_or(0, |c| c.list_of(&e.sig))).collect();
@@ -186,13 +197,16 @@ fn main() {
     let mut all = Tally::default();
     let mut differ: [Tally; 3] = Default::default();
     let mut plans = [0usize; 4];
-    let mut old_text_rows = 0usize;
+    // The old plan's full-text rows, and the claims where they filled the
+    // limit (so the newest window held more rows with the claim's words).
+    let (mut old_text_rows, mut old_text_full) = (0usize, 0usize);
     for &c in &claims {
         let claim = &entries[c];
         let earlier = &entries[..c];
         let before = claim.seq;
         let terms = fusion::terms(&claim.query);
-        let factor = scale / earlier.len() as f64;
+        let items = scale.unwrap_or(earlier.len() as f64);
+        let factor = items / earlier.len() as f64;
         let df: Vec<u64> = terms
             .iter()
             .map(|t| {
@@ -209,7 +223,7 @@ fn main() {
             .collect();
         let window = ((fusion::RECENT_WINDOW as f64 / factor).round() as usize).max(1);
         let since = earlier[earlier.len().saturating_sub(window)].seq;
-        let plan = fusion::text_plan(scale as u64, &terms, &df);
+        let plan = fusion::text_plan(items as u64, &terms, &df);
         let newest = || ranked(&db, &fusion::fts5_any(&terms), since, before);
         // (old, new) full-text candidates.
         let (old, new, kind) = match &plan {
@@ -277,6 +291,7 @@ fn main() {
         all.add(&set(&by_plan[2]), &exact, merge);
         if kind >= 2 {
             old_text_rows += old.len();
+            old_text_full += usize::from(old.len() == fusion::GENERATOR_CANDIDATES);
             let old_set = set(&by_plan[0]);
             for (t, k) in differ.iter_mut().zip(&by_plan) {
                 t.add(&set(k), &exact, merge);
@@ -293,11 +308,19 @@ fn main() {
             }
         }
     }
+    let sizes = match scale {
+        Some(scale) => format!(
+            "sizes scaled to {scale} items (term budget {} of {n}, window {})",
+            (fusion::TERM_BUDGET as f64 * n as f64 / scale).round(),
+            (fusion::RECENT_WINDOW as f64 * n as f64 / scale).round()
+        ),
+        None => {
+            format!("the store's own sizes (term budget {}, window {})", fusion::TERM_BUDGET, fusion::RECENT_WINDOW)
+        }
+    };
     println!(
-        "store: {n} active entries; {} claims from its second half, each against the entries before it; sizes scaled to {scale} items (term budget {} of {n}, window {}); vector side {}",
+        "store: {n} active entries; {} claims from its second half, each against the entries before it; {sizes}; vector side {}",
         claims.len(),
-        (fusion::TERM_BUDGET as f64 * n as f64 / scale).round(),
-        (fusion::RECENT_WINDOW as f64 * n as f64 / scale).round(),
         match lists {
             0 => "flat".to_string(),
             k => format!("{} (alone {}) of {k} lists", ivf::NEIGHBOUR_PROBES, ivf::NEIGHBOUR_PROBES_ALONE),
@@ -309,9 +332,11 @@ fn main() {
         plans[0], plans[1], plans[2], plans[3]
     );
     println!(
-        "claims whose plans differ: {} (the old plan read {:.1} full-text rows each)",
+        "claims whose plans differ: {} (the old plan read {:.1} full-text rows each, the limit of {} for {})",
         differ[0].claims,
-        old_text_rows as f64 / differ[0].claims.max(1) as f64
+        old_text_rows as f64 / differ[0].claims.max(1) as f64,
+        fusion::GENERATOR_CANDIDATES,
+        old_text_full
     );
     for (name, t) in ["old", "D-K26", "D-K27"].iter().zip(&differ) {
         println!(

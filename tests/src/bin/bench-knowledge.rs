@@ -231,6 +231,9 @@ fn index(app: &App) {
         // out a bulk load): the run failed whole, and the cron runs again.
         if r.status == 503 {
             println!("index: run {} answered 503, as the cron's would: {}", runs + 1, r.body);
+            let log = app.log();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            println!("index: the runner's last log lines:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
             assert!(t.elapsed() < Duration::from_secs(600), "the upkeep did not finish in 10 minutes");
             std::thread::sleep(Duration::from_secs(1));
             continue;

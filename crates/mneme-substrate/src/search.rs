@@ -756,7 +756,7 @@ pub async fn candidates_within(
         },
         async {
             let r = match mode.uses_vector() {
-                true => signature_blocks(sql, corpora, embedding, reach.probes).await,
+                true => signature_blocks(sql, corpora, embedding, reach.probes, reach.probes_alone).await,
                 false => Ok(VectorRead::default()),
             };
             (r, since(t1))
@@ -765,29 +765,18 @@ pub async fn candidates_within(
     .await;
     (c.text_ms, c.blocks_ms) = (text_ms, blocks_ms);
     c.text = text?;
-    let VectorRead { mut blocks, probed, flat } = blocks?;
+    let VectorRead { mut blocks, trained, more, flat } = blocks?;
     // The vector side alone: the next lists too (D-K27). One more statement,
     // for a claim whose full-text read found nothing.
-    if c.text.is_empty() && mode == Mode::Hybrid && reach.probes_alone > reach.probes && !probed.is_empty() {
+    if c.text.is_empty() && mode == Mode::Hybrid {
         let t = mneme_time::clock::system_ms();
-        let more: Vec<(String, Vec<usize>)> = probed
-            .iter()
-            .map(|(corpus, centroids)| {
-                let lists = centroids.probes(embedding, reach.probes_alone);
-                (corpus.clone(), lists.into_iter().skip(reach.probes).collect())
-            })
-            .collect();
         blocks.extend(read_lists(sql, &more, &flat).await?);
         c.blocks_ms += since(t);
     }
     c.signatures = blocks.iter().map(|b| b.seqs.len() as u64).sum();
     let t2 = mneme_time::clock::system_ms();
     let shortlist = match mode.uses_vector() {
-        true => fusion::shortlist(
-            &query_sig,
-            &blocks,
-            if probed.is_empty() { reach.shortlist_flat } else { reach.shortlist },
-        ),
+        true => fusion::shortlist(&query_sig, &blocks, if trained { reach.shortlist } else { reach.shortlist_flat }),
         false => Vec::new(),
     };
     let mut wanted = shortlist.clone();
@@ -894,9 +883,10 @@ async fn text_candidates(sql: &Sql, corpora: &[&str], query: &str, limit: usize,
     // Every term common, or no row of the corpus holding a rare one: a
     // question ranks the newest rows holding any term (D-K15). A claim's
     // neighbour search reads no full text then, and its vector side decides
-    // on twice the lists (D-K26, D-K27): SQLite's `bm25` would walk each common term's whole list to
-    // weigh it, whatever the window. What that gives up (stance-band
-    // neighbours that share only common words) is in D-K26.
+    // on twice the lists (D-K26, D-K27): SQLite's `bm25` would walk each
+    // common term's whole list to weigh it, whatever the window. What that
+    // gives up (stance-band neighbours that share only common words) is in
+    // D-K26.
     let newest = async |rank: TextRank| -> Result<Vec<i64>> {
         match rank {
             TextRank::Every => holding(&terms, window_start(sql, corpora).await?).await,
@@ -1070,11 +1060,18 @@ async fn window_start(sql: &Sql, corpora: &[&str]) -> Result<i64> {
 
 /// The signature blocks a query reads, for the Hamming shortlist: each
 /// corpus's flat blocks, and, of a corpus whose centroids are trained, the
-/// `probes` lists nearest to the `query` embedding (D-K16). One
+/// `probes` lists nearest to the `query` embedding (D-K16), with the next
+/// lists up to `probes_alone`, unread (D-K27). One
 /// statement reads the flat blocks with when each corpus's centroids were
 /// trained (the centroids themselves are kept, [`kept_centroids`]); a second
 /// the lists, when there are any.
-async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: usize) -> Result<VectorRead> {
+async fn signature_blocks(
+    sql: &Sql,
+    corpora: &[&str],
+    query: &[f32],
+    probes: usize,
+    probes_alone: usize,
+) -> Result<VectorRead> {
     if corpora.is_empty() {
         return Ok(VectorRead::default());
     }
@@ -1093,7 +1090,7 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: us
         )
         .await?;
     let mut blocks = Vec::with_capacity(rows.len());
-    let (mut probed, mut wanted) = (Vec::new(), Vec::new());
+    let (mut wanted, mut more) = (Vec::new(), Vec::new());
     for r in &rows {
         if r.i64("list")? != CENTROIDS {
             blocks.push(decode(r)?);
@@ -1101,25 +1098,29 @@ async fn signature_blocks(sql: &Sql, corpora: &[&str], query: &[f32], probes: us
         }
         let corpus = r.text("corpus")?;
         let Some(centroids) = kept_centroids(sql, &corpus, r.i64("trained_ms")?).await? else { continue };
-        wanted.push((corpus.clone(), centroids.probes(query, probes)));
-        probed.push((corpus, centroids));
+        let mut lists = centroids.probes(query, probes.max(probes_alone));
+        more.push((corpus.clone(), lists.split_off(probes.min(lists.len()))));
+        wanted.push((corpus, lists));
     }
     // Only a trained corpus has lists to read.
-    let flat = match probed.is_empty() {
-        true => Default::default(),
-        false => blocks.iter().flat_map(|b| b.seqs.iter().copied()).collect(),
+    let trained = !wanted.is_empty();
+    let flat = match trained {
+        false => Default::default(),
+        true => blocks.iter().flat_map(|b| b.seqs.iter().copied()).collect(),
     };
     blocks.extend(read_lists(sql, &wanted, &flat).await?);
-    Ok(VectorRead { blocks, probed, flat })
+    Ok(VectorRead { blocks, trained, more, flat })
 }
 
 /// What [`signature_blocks`] read.
 #[derive(Default)]
 struct VectorRead {
     blocks: Vec<Block>,
-    /// Each trained corpus probed, with its centroids: for reading more of
-    /// its lists (D-K27).
-    probed: Vec<(String, std::rc::Rc<Centroids>)>,
+    /// Whether a corpus searched is trained, so lists were read.
+    trained: bool,
+    /// Each trained corpus's next lists, not read: those a search whose
+    /// full text finds nothing reads too (D-K27).
+    more: Vec<(String, Vec<usize>)>,
     /// The items of the flat blocks read, when lists were read too.
     flat: std::collections::HashSet<i64>,
 }

@@ -29,10 +29,10 @@
 //! (a directory not yet there) stops the runner after the run and keeps a
 //! copy of its state directory; `--from DIR` starts a runner on a fresh
 //! copy of one and runs step 5 alone (`--entries`, `--filler` and `--save`
-//! are not read then). `--profile` exports the runner's spans to a receiver in this
-//! process and prints, for step 5, where a job's time went: each stage call,
-//! host call and statement, summed per job (tracing costs time of its own,
-//! so a profiled run's figures are not the benchmark's).
+//! are not read then). `--profile` exports the runner's spans to a receiver
+//! in this process and prints, for step 5, where a job's time went: each
+//! stage call, host call and statement, summed per job (tracing costs time
+//! of its own, so a profiled run's figures are not the benchmark's).
 //! Reads LoCoMo from ../shared/data at run time; nothing of it is stored.
 
 use std::time::{Duration, Instant};

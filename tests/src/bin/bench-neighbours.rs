@@ -294,8 +294,8 @@ fn main() {
             old_text_full += usize::from(old.len() == fusion::GENERATOR_CANDIDATES);
             let old_set = set(&by_plan[0]);
             for (t, k) in differ.iter_mut().zip(&by_plan) {
-                t.add(&set(k), &exact, merge);
                 let now = set(k);
+                t.add(&now, &exact, merge);
                 for (s, cos) in by_plan[0].iter().filter(|n| !now.contains(&n.0)) {
                     t.lost += 1;
                     match (*cos >= MERGE_COSINE_DEFAULT, by_seq(*s).kind == claim.kind) {

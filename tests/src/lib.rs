@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod cello;
+pub mod evals;
 pub mod fake_model;
 pub mod fault;
 pub mod json_server;
@@ -33,6 +34,11 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst), nanos % 100_000)
 }
 
+/// The lowercase words of `text`.
+pub fn words_of(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
@@ -55,6 +61,53 @@ pub fn mneme_bin() -> PathBuf {
 /// the tests on `mneme up`.
 pub fn foreign_runner() -> Option<PathBuf> {
     std::env::var_os("MNEME_E2E_RUNNER").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// Where the local models are: `$MNEME_MODELS_DIR`, else
+/// `~/.cache/mneme/ai-models` (`scripts/install.sh` puts them there).
+pub fn models_dir() -> PathBuf {
+    std::env::var_os("MNEME_MODELS_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/mneme/ai-models"))
+}
+
+/// Every process descended from `pid` (children first found, then theirs),
+/// read from `/proc`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let child: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+            let ppid = stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()?;
+            Some((child, ppid))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parents.iter().filter(|&&(_, pp)| pp == p).map(|&(c, _)| c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// SIGKILLs `child` and every process under it: `spin up` serves from a
+/// child process (`spin trigger http`) that a SIGKILL of `spin up` alone
+/// would leave running, still answering what was in flight.
+fn kill_tree(child: &mut std::process::Child) {
+    let below = descendants(child.id());
+    let _ = child.kill();
+    for pid in below {
+        let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(Stdio::null()).status();
+    }
+    let _ = child.wait();
 }
 
 /// Where the tests that need `mneme up` are listed when another runner
@@ -289,8 +342,7 @@ impl App {
     /// Kills the runner with SIGKILL, a crash in which nothing is cleaned
     /// up, and starts it again on the same state directory.
     pub fn crash_and_restart(mut self, manifest: &str, env: &[(String, String)]) -> App {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_tree(&mut self.child);
         let state = std::mem::replace(&mut self.state, tempfile::tempdir().unwrap());
         drop(self);
         match Self::launch_in(state, manifest, env, &[]) {
@@ -324,6 +376,13 @@ impl App {
             ),
             None => (mneme_bin(), PathBuf::from(manifest), "127.0.0.1:0".to_string()),
         };
+        if foreign.is_some() {
+            // Spin reads local models from `<state-dir>/ai-models/<name>/`.
+            let link = state.path().join("ai-models");
+            if !link.exists() {
+                std::os::unix::fs::symlink(models_dir(), &link).expect("linking the models into the state dir");
+            }
+        }
         let mut cmd = Command::new(program);
         cmd.current_dir(&app_dir)
             .arg("up")
@@ -374,7 +433,15 @@ impl App {
                 _ => break,
             }
         }
-        let code = child.wait().ok().and_then(|s| s.code());
+        // Exited, or never said it was serving in time: then it is stopped,
+        // not waited for (a slow start on a busy machine hung the test).
+        let code = if Instant::now() < deadline {
+            child.wait().ok().and_then(|s| s.code())
+        } else {
+            eprintln!("the runner did not serve within 120 s; stopping it");
+            kill_tree(&mut child);
+            None
+        };
         Started::Exited { code, log: std::fs::read_to_string(&log).unwrap_or_default() }
     }
 
@@ -434,11 +501,20 @@ impl App {
     }
 
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Resp {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
+        self.request_within(method, path, headers, body, Duration::from_secs(60))
+    }
+
+    /// [`App::request`], waiting up to `limit` for the whole answer.
+    pub fn request_within(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        limit: Duration,
+    ) -> Resp {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(limit)).build().into();
         let url = format!("{}{path}", self.url);
         let mut req = http_request(method, &url);
         for (k, v) in headers {
@@ -489,9 +565,15 @@ impl App {
     /// `POST /tick/{job}` with the cron token of a `test_env` app, the test
     /// clock at `at` and the seeded randomness `seed`; the tick's `result`.
     pub fn tick(&self, job: &str, at: u64, seed: u64) -> serde_json::Value {
+        self.tick_within(job, at, seed, Duration::from_secs(60))
+    }
+
+    /// [`App::tick`], waiting up to `limit` (a worker cycle with a CPU model
+    /// runs new iterations for 90 s, each up to 30 s).
+    pub fn tick_within(&self, job: &str, at: u64, seed: u64, limit: Duration) -> serde_json::Value {
         let (t, s) = (at.to_string(), seed.to_string());
         let headers = [("authorization", CRON_AUTH), ("x-mneme-clock", t.as_str()), ("x-mneme-seed", s.as_str())];
-        let r = self.request("POST", &format!("/tick/{job}"), &headers, None);
+        let r = self.request_within("POST", &format!("/tick/{job}"), &headers, None, limit);
         assert_eq!(r.status, 200, "tick {job}: {}", r.body);
         r.json()["result"].clone()
     }
@@ -583,8 +665,7 @@ impl Drop for App {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_tree(&mut self.child);
     }
 }
 

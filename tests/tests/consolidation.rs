@@ -230,6 +230,40 @@ fn model_app(b: &BackendEnv, dir: &std::path::Path) -> (FakeModel, App, Vec<(Str
     (model, app, env, manifest)
 }
 
+/// An answer that is not JSON is asked for once more; then the labelled
+/// rules do the job at once, with the reason in its source, and the ledger
+/// on `/status` counts the two calls, the retry and the fallback (D-L2).
+#[test]
+fn a_malformed_answer_is_asked_again_then_the_rules_consolidate() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let dir = tempfile::tempdir().unwrap();
+        let (model, app, _, _) = model_app(&b, dir.path());
+        model.route(CHUNKER, Script { reply: "I cannot do that".into(), ..Default::default() });
+        chat(&app, "I practise the cello every morning now", T0);
+        let r = tick(&app, "consolidate", T0 + MIN);
+        assert_eq!(r["jobs"][0]["status"], "done", "{backend:?}: {r}");
+        let source = r["jobs"][0]["result"]["source"].as_str().unwrap();
+        assert!(source.starts_with("rules (") && source.contains("malformed"), "{r}");
+        assert_eq!(model.requests_with(CHUNKER).len(), 2, "asked twice");
+        let chunk: Value = serde_json::from_str(&model.requests_with(CHUNKER)[0]).unwrap();
+        assert_eq!(chunk["response_format"]["type"], "json_schema", "asked under its schema");
+        let status = get(&app, "/status");
+        let usage = &status["model"]["usage"]["paths"]["consolidate-chunk"];
+        assert_eq!(
+            (usage["calls"].as_u64(), usage["retries"].as_u64(), usage["fallbacks"].as_u64()),
+            (Some(2), Some(1), Some(1)),
+            "{backend:?}: {usage}"
+        );
+        let why = &status["model"]["usage"]["fallbacks"][0];
+        assert_eq!(
+            (why["path"].as_str(), why["reason"].as_str()),
+            (Some("consolidate-chunk"), Some("malformed")),
+            "{why}"
+        );
+    }
+}
+
 #[test]
 fn the_model_consolidates_with_retries_and_a_crash_mid_job_loses_nothing() {
     for backend in BACKENDS {
@@ -237,12 +271,13 @@ fn the_model_consolidates_with_retries_and_a_crash_mid_job_loses_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let (model, app, env, manifest) = model_app(&b, dir.path());
 
-        // A chunker answer that is not JSON gives the job back to retry…
-        model.route(CHUNKER, Script { reply: "I cannot do that".into(), ..Default::default() });
+        // A model that fails gives the job back to retry (an answer that is
+        // not JSON is another matter: see the next test)…
+        model.route(CHUNKER, Script { status: 500, ..Default::default() });
         chat(&app, "I practise the cello every morning now", T0);
         let r = tick(&app, "consolidate", T0 + MIN);
         assert_eq!(r["jobs"][0]["status"], "queued", "{r}");
-        assert!(r["jobs"][0]["error"].as_str().unwrap().contains("the chunker's answer"), "{r}");
+        assert!(r["jobs"][0]["error"].as_str().unwrap().contains("model-error"), "{r}");
         // …after a backoff (30 s per attempt)…
         assert_eq!(tick(&app, "consolidate", T0 + MIN + 29_000)["jobs"], json!([]));
         let r = tick(&app, "consolidate", T0 + MIN + 31_000);
@@ -358,8 +393,17 @@ fn the_model_consolidates_with_retries_and_a_crash_mid_job_loses_nothing() {
         // that bear on the message.
         chat(&app, "How is my cello practice with Ana going?", crash_at + LEASE_MS + 2 * MIN);
         let generation = model.requests().into_iter().rev().find(|r| r.contains("\"stream\":true")).unwrap();
-        let system: Value = serde_json::from_str(&generation).unwrap();
-        let system = system["messages"][0]["content"].as_str().unwrap();
+        let sent: Value = serde_json::from_str(&generation).unwrap();
+        // The assembled context is the system message just before the
+        // principal's (the stable prompt comes first, D-L2's prefix order).
+        let system = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "system")
+            .and_then(|m| m["content"].as_str())
+            .unwrap();
         assert!(
             system.contains("\n## Memories\n- [episode] The principal planned cello practice with Ana."),
             "{system}"
@@ -386,7 +430,10 @@ fn the_shipped_cron_consolidates_an_exchange_within_10_s() {
     assert!(table.contains("cron_expression = \"*/10 * * * * *\""), "every 10 s: {table}");
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
-        let app = App::start("spin.toml", &env(&b, None));
+        // A line per tick, which the wait below reads (the console is quiet by default).
+        let mut env = env(&b, None);
+        env.push(("MNEME_LOG_TICKS".into(), "1".into()));
+        let app = App::start("spin.toml", &env);
         let text = "I decided to learn the cello this winter. My cello teacher is Ana Moreira.";
         // On the system clock, as the cron's ticks are.
         let r = app.call_as(TEST_KEY, "POST", "/chat", Some(&json!({"text": text, "thread_id": "t1"})), None);

@@ -45,6 +45,7 @@ impl Scheduler {
         let child = Command::new(mneme_e2e::mneme_bin())
             .args(["cron", "--url", url, "-f"])
             .arg(manifest)
+            .arg("--log-ticks")
             .current_dir(dir.path())
             .env("SPIN_VARIABLE_CRON_TOKEN", CRON_TOKEN)
             .stdout(Stdio::null())

@@ -435,6 +435,8 @@ fn check(op: &Op, status: u16, r: &Resp) {
     assert!(v["error"]["code"].as_str().is_some_and(|c| !c.is_empty()), "{what}: {}", r.body);
     assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {}", r.body);
     assert!(r.header("content-type").is_some_and(|c| c.starts_with("application/json")), "{what}: {:?}", r.headers);
+    // Sized, not chunked: a client reading to the end gets the JSON itself.
+    assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()), "{what}: {:?}", r.headers);
     if status == 405 {
         assert!(r.header("allow").is_some_and(|a| !a.is_empty()), "{what}: a 405 names what is allowed");
     }

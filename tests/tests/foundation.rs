@@ -150,7 +150,9 @@ fn cron_trigger_runs_the_heartbeat_on_schedule() {
         m.replace("cron_expression = \"0 * * * * *\"", "cron_expression = \"* * * * * *\"")
     });
     let b = BackendEnv::new(Backend::Embedded);
-    let app = App::start(manifest.to_str().unwrap(), &env(&b));
+    let mut env = env(&b);
+    env.push(("MNEME_LOG_TICKS".into(), "1".into()));
+    let app = App::start(manifest.to_str().unwrap(), &env);
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline && app.log().matches("cron tick /tick/heartbeat 200").count() < 2 {
         std::thread::sleep(Duration::from_millis(200));
@@ -178,11 +180,18 @@ fn tick_endpoint_requires_the_cron_token() {
 struct Cron(std::process::Child, tempfile::TempDir);
 
 impl Cron {
+    /// `mneme cron --log-ticks`: a line per run, which these tests count.
     fn start(url: &str, manifest: &std::path::Path, token: &str) -> Cron {
+        Self::start_with(url, manifest, token, &["--log-ticks"], &[])
+    }
+
+    fn start_with(url: &str, manifest: &std::path::Path, token: &str, args: &[&str], env: &[(&str, &str)]) -> Cron {
         let dir = tempfile::tempdir().unwrap();
         let child = std::process::Command::new(mneme_e2e::mneme_bin())
             .args(["cron", "--url", url, "-f"])
             .arg(manifest)
+            .args(args)
+            .envs(env.iter().copied())
             .current_dir(dir.path())
             .env("SPIN_VARIABLE_CRON_TOKEN", token)
             .stderr(std::fs::File::create(dir.path().join("cron.log")).unwrap())
@@ -233,11 +242,8 @@ fn mneme_cron_runs_the_schedules_against_a_deployment_and_backs_off() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(cron.log().matches("cron tick /tick/heartbeat 200").count() >= 2, "{}", cron.log());
-    assert!(
-        app.wait_log("POST /tick/heartbeat", Duration::from_secs(5)),
-        "the ticks reached the app over HTTP:\n{}",
-        app.log()
-    );
+    // The served manifest has no schedules, so only `mneme cron`'s calls
+    // over HTTP can have recorded these beats, under any runner.
     let beats = tick(&app, "heartbeat").json()["result"]["beats"].as_u64().unwrap();
     assert!(beats >= 3, "the scheduled heartbeats were recorded: {beats}");
     drop(cron);
@@ -257,6 +263,69 @@ fn mneme_cron_runs_the_schedules_against_a_deployment_and_backs_off() {
             cron.log()
         );
     }
+}
+
+#[test]
+fn mneme_up_sums_up_its_ticks_instead_of_telling_each() {
+    mneme_e2e::runner_only!("its in-process scheduler's console");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = edited_manifest(dir.path(), "spin.toml", |m| {
+        m.replace("cron_expression = \"0 * * * * *\"", "cron_expression = \"* * * * * *\"")
+    });
+    let b = BackendEnv::new(Backend::Embedded);
+    let mut env = env(&b);
+    env.push(("MNEME_TICK_SUMMARY_SECS".into(), "2".into()));
+    let app = App::start(manifest.to_str().unwrap(), &env);
+    assert!(app.wait_log("cron summary, last 2 s: ", Duration::from_secs(10)), "{}", app.log());
+    let log = app.log();
+    let summary = log.lines().find(|l| l.starts_with("cron summary")).unwrap();
+    assert!(summary.contains("heartbeat ") && summary.contains(" ok"), "{summary}");
+    assert!(!log.contains("cron tick /tick/heartbeat 200"), "a run that went well was told:\n{log}");
+    assert!(!log.contains("cron tick /tick/tools 200"), "{log}");
+}
+
+#[test]
+fn the_console_shows_failures_recoveries_and_a_summary_not_every_tick() {
+    // `mneme cron` through a proxy that can cut the deployment off.
+    let dir = tempfile::tempdir().unwrap();
+    let served = mneme_e2e::without_crons(dir.path(), &mneme_e2e::TICK_JOBS);
+    let b = BackendEnv::new(Backend::Embedded);
+    let app = App::start(&served, &env(&b));
+    let proxy = mneme_e2e::fault::FaultProxy::start(app.url.trim_start_matches("http://"));
+    let every_second = edited_manifest(dir.path(), "spin.toml", |m| {
+        m.replace("cron_expression = \"0 * * * * *\"", "cron_expression = \"* * * * * *\"")
+    });
+    let cron = Cron::start_with(
+        &format!("http://{}", proxy.addr),
+        &every_second,
+        TOKEN,
+        &[],
+        &[("MNEME_TICK_SUMMARY_SECS", "3"), ("MNEME_LOG_TICKS", "")],
+    );
+    assert!(cron.wait_for(&["startup job /tick/migrate:"], Duration::from_secs(20)), "{}", cron.log());
+    // Runs that go well are counted, not told one by one.
+    assert!(
+        cron.wait_for(&["cron summary, last 3 s:", "heartbeat ", " ok"], Duration::from_secs(10)),
+        "no summary:\n{}",
+        cron.log()
+    );
+    assert!(!cron.log().contains("cron tick /tick/heartbeat 200"), "a run that went well was told:\n{}", cron.log());
+    // A failure is told at once, with its backoff…
+    proxy.set(mneme_e2e::fault::Mode::Refuse);
+    assert!(
+        cron.wait_for(&["cron tick /tick/heartbeat failed", "1 in a row"], Duration::from_secs(10)),
+        "no failure line:\n{}",
+        cron.log()
+    );
+    // …and so is the first success after it.
+    proxy.set(mneme_e2e::fault::Mode::Pass);
+    assert!(
+        cron.wait_for(&["cron tick /tick/heartbeat recovered: 200 after "], Duration::from_secs(20)),
+        "no recovery line:\n{}",
+        cron.log()
+    );
+    // The summary of that window counts the failures too.
+    assert!(cron.wait_for(&["cron summary", " failed"], Duration::from_secs(10)), "{}", cron.log());
 }
 
 #[test]

@@ -125,6 +125,8 @@ fn ingest_has_its_own_token_and_rejects_bad_input() {
             (with("text", json!(7)), "invalid"),
             (with("source_url", json!("ftp://x")), "invalid"),
             (with("colour", json!("red")), "invalid"),
+            (with("principal", json!(7)), "invalid"),
+            (with("principal", json!("A".repeat(81))), "invalid"),
             ("{not json".to_string(), "invalid-json"),
             ("[]".to_string(), "invalid"),
         ] {
@@ -277,6 +279,28 @@ fn without_a_model_the_rules_extract_through_the_same_validation() {
         assert!(
             tar.body.contains("Knowledge/KE-0003.md") && tar.body.contains("position: \"Never deploy on a Friday\"")
         );
+    }
+}
+
+/// With the principal named, only their lines (and unlabelled ones) are
+/// read for positions; the job shows whom it read for.
+#[test]
+fn a_named_principal_keeps_the_others_positions_out() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, true);
+        let text = "Bob: We decided to move billing to Postgres because we need real transactions.\n\
+                    Alice Moreau: Never deploy on a Friday, since nobody is around to fix it.\n\
+                    Bob: I believe small teams ship faster because coordination costs grow quadratically.";
+        let body = json!({"source_type": "meeting", "source_date": "2026-11-20", "text": text, "principal": " Alice "});
+        let r = ingest_raw(&app, body.to_string().as_bytes());
+        assert_eq!(r.status, 202, "{}", r.body);
+        let j = finish(&app, r.json()["job_id"].as_str().unwrap());
+        assert_eq!((j["status"].as_str(), j["kept"].as_i64()), (Some("done"), Some(1)), "{backend:?}: {j}");
+        assert_eq!(j["source"]["principal"], "Alice", "{j}");
+        let list = get(&app, "/knowledge/entries")["entries"].as_array().unwrap().clone();
+        let positions: Vec<&str> = list.iter().map(|e| e["position"].as_str().unwrap()).collect();
+        assert_eq!(positions, ["Never deploy on a Friday"], "{backend:?}");
     }
 }
 
@@ -1000,6 +1024,43 @@ fn index_and_blocks(app: &App, b: &BackendEnv, corpus: &str) -> (Vec<i64>, Vec<i
     index.sort_unstable();
     blocks.sort_unstable();
     (index, blocks)
+}
+
+/// A batch is written in a few statements (#50), and what it means is
+/// unchanged: an id given twice keeps the later document, a batch posted
+/// again replaces every document whole, rows and signatures stay one per
+/// document, and term counts stay true.
+#[test]
+fn a_batch_posted_again_replaces_its_documents_whole_on_both_backends() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, false);
+        let batch = |word: &str| {
+            let mut docs: Vec<Value> = (0..60)
+                .map(|i| json!({"id": format!("b-{i}"), "text": format!("Batch note {i} about the {word} orchard.")}))
+                .collect();
+            docs.push(json!({"id": "b-7", "text": format!("The later b-7: the {word} greenhouse.")}));
+            json!({"documents": docs})
+        };
+        let r = post(&app, "/documents", batch("walnut"));
+        assert_eq!(r.status, 201, "{backend:?}: {}", r.body);
+        assert_eq!(r.json()["ids"].as_array().unwrap().len(), 61, "every document given gets its id back");
+        let (index, blocks) = index_and_blocks(&app, &b, "document");
+        assert_eq!(index.len(), 60, "{backend:?}: one row per id");
+        assert_eq!(blocks, index, "{backend:?}: one signature per row");
+        let hit = get(&app, "/search?q=walnut%20greenhouse&corpus=document&mode=text");
+        assert_eq!(hit["results"][0]["id"], "b-7", "{backend:?}: the later b-7 is kept: {hit}");
+        let r = post(&app, "/documents", batch("quince"));
+        assert_eq!(r.status, 201, "{backend:?}: {}", r.body);
+        let (again, blocks) = index_and_blocks(&app, &b, "document");
+        assert_eq!(again.len(), 60, "{backend:?}: replaced, not added");
+        assert_eq!(blocks, again, "{backend:?}: the old signatures went with their rows");
+        let old = get(&app, "/search?q=walnut&corpus=document&mode=text");
+        assert_eq!(old["results"].as_array().unwrap().len(), 0, "{backend:?}: the old text is gone: {old}");
+        let new = get(&app, "/search?q=quince%20orchard&corpus=document&k=5");
+        assert_eq!(new["results"].as_array().unwrap().len(), 5, "{backend:?}: {new}");
+        assert_terms_recount(&b, "after a batch replaced itself");
+    }
 }
 
 /// Issue #25 item 4: twenty writers at once (sixteen posting documents,

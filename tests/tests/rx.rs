@@ -475,26 +475,35 @@ fn the_model_writes_narrative_only() {
         }
         };
         // A number the model invented rejects the draft; asked again once,
-        // then the run fails and nothing is stored.
+        // then the labelled template writes the rec and the trace says why
+        // (D-R5 as amended by D-L2): nothing the model wrote is stored.
+        let templated = |rule: &str| {
+            let r = ok(call(&app, "POST", "/rx/coach", None, Some(t0)), 201);
+            assert_eq!(r["composer"], "template", "{r}");
+            let outcome = r["trace"][8]["outcome"].as_str().unwrap().to_string();
+            assert!(outcome.contains("broke the artifact rules twice") && outcome.contains(rule), "{outcome}");
+            let md = markdown(&app, r["rec_id"].as_str().unwrap());
+            assert!(md.contains("rule-based template") && !md.contains("Pace fell by 12"), "{md}");
+            dismiss(&app, r["rec_id"].as_str().unwrap());
+        };
         model.route(COMPOSE, draft("Pace fell by 12 sessions.", "pace stays low"));
-        call(&app, "POST", "/rx/coach", None, Some(t0)).assert_error(502, "model-draft-rejected");
+        templated("D-011");
         assert_eq!(model.requests_with(COMPOSE).len(), 2);
         assert!(model.requests_with(COMPOSE)[1].contains("D-011"), "the retry says why");
         // A missing accept condition (D-008) is rejected the same way, and so
         // is a draft with no counter-thesis at all: each asked again once.
         model.route(COMPOSE, draft("Pace contributes 0.4.", ""));
-        call(&app, "POST", "/rx/coach", None, Some(t0)).assert_error(502, "model-draft-rejected");
+        templated("D-008");
         assert_eq!(model.requests_with(COMPOSE).len(), 4);
         assert!(model.requests_with(COMPOSE)[3].contains("D-008"), "the retry says why");
         let bare = json!({"tldr": "Pace drives the drift.", "seeing": "Pace is high.", "recommendation": "Book the sessions.",
                           "why": "Pace leads."});
         model.route(COMPOSE, Script { reply: bare.to_string(), ..Default::default() });
-        let r = call(&app, "POST", "/rx/coach", None, Some(t0));
-        r.assert_error(502, "model-draft-rejected");
-        assert!(r.body.contains("D-008"), "{}", r.body);
+        templated("D-008");
         assert_eq!(model.requests_with(COMPOSE).len(), 6);
-        assert!(recs(&app, "coach").is_empty());
-        assert_eq!(ok(call(&app, "GET", "/rx/coach/artifacts", None, None), 200)["artifacts"], json!([]));
+        // Each ask went out under the draft's JSON Schema.
+        let asked: Value = serde_json::from_str(&model.requests_with(COMPOSE)[0]).unwrap();
+        assert_eq!(asked["response_format"]["type"], "json_schema");
         // A good draft: the model's narrative with the code's numbers.
         model.route(COMPOSE, draft("Pace contributes 0.4, the largest share.", "pace stays at 0.8"));
         let r = ok(call(&app, "POST", "/rx/coach", None, Some(t0)), 201);

@@ -54,3 +54,26 @@ fn the_script_follows_redis_and_sql_semantics() {
         );
     }
 }
+
+#[test]
+fn postgres_sessions_start_with_the_apps_bounds_and_the_address_can_change_them() {
+    // The key/value address the tests use, as deployments do (D-F19).
+    let b = BackendEnv::new(Backend::Hosted);
+    let app = App::start("tests/fixtures/probe.toml", &b.vars);
+    let r = app.get("/store/settings");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"statement_timeout": "3900ms", "lock_timeout": "3800ms", "idle_in_transaction_session_timeout": "10s"})
+    );
+    drop(app);
+    // An address's own `-c` comes after the app's, and wins.
+    let mut vars = b.vars.clone();
+    let pg = vars.iter_mut().find(|(k, _)| k == "SPIN_VARIABLE_PG_URL").expect("a pg_url");
+    pg.1 = format!("{} options='-c statement_timeout=1000'", pg.1);
+    let app = App::start("tests/fixtures/probe.toml", &vars);
+    let r = app.get("/store/settings");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["statement_timeout"], "1s");
+    assert_eq!(r.json()["lock_timeout"], "3800ms");
+}

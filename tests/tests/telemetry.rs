@@ -48,7 +48,7 @@ fn one_chat_is_one_span_tree_with_stages_host_calls_and_the_model() {
             "POST",
             "/chat",
             &[("authorization", &auth), ("content-type", "application/json"), ("traceparent", &traceparent)],
-            Some(br#"{"text":"What is photosynthesis?"}"#),
+            Some(br#"{"text":"Tell me about photosynthesis."}"#),
         );
         assert_eq!(r.status, 200, "{}", r.body);
         let events = parse_sse(&r.body);
@@ -213,4 +213,49 @@ fn a_protocol_it_does_not_speak_is_refused_at_startup() {
     ];
     let err = App::start_with("tests/fixtures/probe.toml", &env, &[]).err().expect("startup refused");
     assert!(err.contains("http/protobuf only"), "{err}");
+}
+
+/// A model answer that stays malformed falls back to the rules, and the
+/// fallback is on the request's trace: the app logs it, and each line an
+/// app logs while tracing is an `app_log` event on the span open at the
+/// time (Spin's attribute name), so the runner's and Spin's traces both
+/// carry it. The same fallback is on `/status` with its reason.
+#[test]
+fn a_fallback_is_an_event_on_the_requests_trace() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let otlp = Receiver::start();
+        let model = FakeModel::start(Script { reply: "Noted.".into(), ..Default::default() });
+        model.route(marker::TRIAGE, Script { reply: "{\"mode\": ACT".into(), ..Default::default() });
+        let app = start(&b, &model, &otlp);
+        let auth = format!("Bearer {TEST_KEY}");
+        let trace_id = "0af7651916cd43dd8448eb211c80319c";
+        let traceparent = format!("00-{trace_id}-b7ad6b7169203331-01");
+        let r = app.request(
+            "POST",
+            "/chat",
+            &[("authorization", &auth), ("content-type", "application/json"), ("traceparent", &traceparent)],
+            Some(br#"{"text":"I keep going back and forth on the new job offer in Porto"}"#),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let status = app.call_as(TEST_KEY, "GET", "/status", None, None).json();
+        let fallbacks = status["model"]["usage"]["fallbacks"].as_array().cloned().unwrap_or_default();
+        let triage = fallbacks.iter().find(|f| f["path"] == "triage");
+        assert!(triage.is_some(), "{backend:?}: triage did not fall back: {}", status["model"]["usage"]);
+        let reasons = &status["model"]["usage"]["paths"]["triage"]["fallback_reasons"];
+        assert_eq!(reasons["malformed"], 1, "{backend:?}: counted per path and reason: {}", status["model"]["usage"]);
+        let logged = |spans: &[Span]| -> Vec<String> {
+            spans
+                .iter()
+                .filter(|s| hex(&s.trace_id) == trace_id)
+                .flat_map(|s| s.events.iter())
+                .filter_map(|e| attr(&e.attributes, "app_log"))
+                .filter(|l| l.contains("fell back"))
+                .collect()
+        };
+        let arrived = otlp.wait_for(Duration::from_secs(15), |spans, _| !logged(spans).is_empty());
+        let lines = logged(&otlp.spans());
+        assert!(arrived, "{backend:?}: no fallback event on the trace; log:\n{}", app.log());
+        assert!(lines.iter().any(|l| l.contains("triage") && l.contains("malformed")), "{backend:?}: {lines:?}");
+    }
 }

@@ -124,6 +124,13 @@ await run(shot, async (page, context) => {
   assert.match(await signalsChart.locator("svg.chart").getAttribute("aria-label"), /session pace \d\.\d\d/);
   await page.getByRole("button", { name: "Run fitness" }).click();
   await page.getByText("New recommendation:").waitFor(WAIT);
+  // A toast only tells: a click on what it covers reaches that (CI once lost a click to one).
+  const covered = await page.evaluate(() => {
+    const t = document.getElementById("toast").getBoundingClientRect();
+    const hit = document.elementFromPoint(t.x + t.width / 2, t.y + t.height / 2);
+    return hit && hit.id !== "toast" && !hit.closest("#toast");
+  });
+  assert.equal(covered, true, "the toast must not take clicks meant for what lies under it");
   // The door redraws itself under the run: no refresh, no stale "Nothing here yet.".
   const recLink = fitness.locator(".recs a").first();
   await recLink.waitFor(WAIT);

@@ -41,12 +41,14 @@ await run(shot, async (page) => {
   await shot(page, "first-sign-in");
 
   step("the note leads to Status, which says what is missing and what to set");
-  await note.getByRole("link", { name: "See Status" }).click();
+  await note.getByRole("link", { name: "see Status" }).click();
   await page.getByRole("heading", { name: "Status", exact: true }).waitFor(WAIT);
   const model = page.locator("section.card", { has: page.getByRole("heading", { name: /^Language model/ }) });
   assert.equal(await model.locator(".state.bad").textContent(), "Not connected");
-  assert.match(await model.textContent(), /To connect one, set llm_url to an OpenAI-compatible endpoint/);
-  assert.match(await model.locator("pre").textContent(), /^SPIN_VARIABLE_LLM_URL=http:\/\/127\.0\.0\.1:11434\/v1 \.\/scripts\/up\.sh$/);
+  assert.match(await model.textContent(), /restart Mneme with one flag/);
+  assert.equal(await model.locator("pre").first().textContent(), "./scripts/up.sh --local-model");
+  assert.match(await model.textContent(), /Or set llm_url to an OpenAI-compatible endpoint/);
+  assert.match(await model.locator("pre").nth(1).textContent(), /^SPIN_VARIABLE_LLM_URL=http:\/\/127\.0\.0\.1:11434\/v1 \.\/scripts\/up\.sh$/);
   const search = page.locator("section.card", { has: page.getByRole("heading", { name: /^Search model/ }) });
   assert.equal(await search.locator(".state.ok").textContent(), "Loaded");
   assert.match(await search.textContent(), /all-minilm-l6-v2, 384 dimensions/);

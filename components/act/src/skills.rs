@@ -389,7 +389,7 @@ async fn associate(stores: &Stores, p: &Map<String, J>) -> Result<String> {
 }
 
 async fn schedule(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
-    match s(p, "action").unwrap_or("create") {
+    match s(p, "action").or(act::default_verb("schedule")).unwrap_or_default() {
         "create" => {
             let message = s(p, "message").ok_or_else(|| Fail::invalid("schedule needs a `message`"))?;
             if message.chars().count() > 1000 {
@@ -509,7 +509,7 @@ async fn list(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
             .collect::<std::result::Result<Vec<_>, mneme_store::StoreError>>()?;
         Ok(if lines.is_empty() { format!("{name} is empty") } else { format!("{name}: {}", lines.join(", ")) })
     };
-    match s(p, "action").unwrap_or("view") {
+    match s(p, "action").or(act::default_verb("list")).unwrap_or_default() {
         "add" | "create" => {
             sql.execute(
                 "INSERT INTO lists (name, created_ms) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
@@ -560,7 +560,7 @@ async fn list(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
 }
 
 async fn focus(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> Result<String> {
-    match s(p, "action").unwrap_or("check") {
+    match s(p, "action").or(act::default_verb("focus")).unwrap_or_default() {
         "set" => {
             let description = s(p, "description").ok_or_else(|| Fail::invalid("focus set needs a `description`"))?;
             let minutes = p.get("minutes").and_then(J::as_u64).unwrap_or(120).clamp(5, 24 * 60);
@@ -593,7 +593,7 @@ async fn focus(stores: &Stores, p: &Map<String, J>, req: &DispatchRequest) -> Re
 }
 
 async fn persistent_task(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<String> {
-    match s(p, "action").unwrap_or("list") {
+    match s(p, "action").or(act::default_verb("persistent_task")).unwrap_or_default() {
         "create" => {
             let goal = s(p, "goal").ok_or_else(|| Fail::invalid("persistent_task create needs a `goal`"))?;
             let priority = p.get("priority").and_then(J::as_i64).unwrap_or(mneme_background::tasks::DEFAULT_PRIORITY);

@@ -21,11 +21,24 @@ pub async fn read(req: Request, max: usize) -> Result<Vec<u8>, ApiError> {
             ApiError::new(StatusCode::BAD_REQUEST, "invalid-body", format!("the body could not be read: {e:?}"))
         })?;
         seen += chunk.len() as u64;
-        body_verdict(seen, max, false)?;
+        if let Err(e) = body_verdict(seen, max, false) {
+            // The rest is read and dropped, so the client can read the 413.
+            mneme_http::drain(stream, seen, spin_sdk::time::sleep).await;
+            return Err(e);
+        }
         if kept.len() + chunk.len() <= max {
             kept.extend_from_slice(&chunk);
         }
     }
     body_verdict(seen, max, true)?;
     Ok(kept)
+}
+
+/// Before the 413 for a body declared over the limit: reads and drops it,
+/// if it is not declared too large to wait for (`mneme_http::drains`), so
+/// the client, still sending, gets to read the answer under any runner.
+pub async fn drain_refused(req: Request) {
+    if mneme_http::drains(mneme_http::declared_length(req.headers())) {
+        mneme_http::drain(req.into_body().stream(), 0, spin_sdk::time::sleep).await;
+    }
 }

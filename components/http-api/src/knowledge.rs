@@ -87,7 +87,7 @@ pub async fn ingest(req: Request) -> Reply {
         Err(e) => return err(e),
     };
     let parsed = (|| {
-        known_fields(&v, &["source_type", "source_channel", "source_date", "source_url", "text"])?;
+        known_fields(&v, &["source_type", "source_channel", "source_date", "source_url", "principal", "text"])?;
         let source_type = match v.get("source_type").and_then(Value::as_str) {
             Some("chat") => SourceType::Chat,
             Some("meeting") => SourceType::Meeting,
@@ -108,6 +108,7 @@ pub async fn ingest(req: Request) -> Reply {
             source_channel: opt_str(&v, "source_channel", 200)?,
             source_date: date(&v, "source_date", true)?.unwrap_or_default(),
             source_url: url(&v, "source_url")?,
+            principal: opt_str(&v, "principal", 80)?,
             text,
         })
     })();

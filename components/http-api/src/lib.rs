@@ -84,14 +84,20 @@ async fn handle(req: Request) -> Reply {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     if let Err(e) = mneme_http::refuse_declared_body(req.headers()) {
+        body::drain_refused(req).await;
         return err(e);
     }
-    mneme_entry::schema::ensure().await;
     if path == "/health" {
+        // Its own checks first, within its deadline; the schema only once
+        // they find the store answering (a silent store must not hold the
+        // answer past 2 s, #50).
         return match method {
             Method::GET => reply(health().await),
             _ => err(ApiError::method_not_allowed("GET")),
         };
+    }
+    if let Err(e) = mneme_entry::schema::ensure().await {
+        return reply(stage_error(e));
     }
     // Ingest has its own token, so transcripts can be pushed by a bot that
     // never holds the API key; the principal ingests with their own key or
@@ -220,6 +226,7 @@ async fn handle(req: Request) -> Reply {
                     .status(200)
                     .header("content-type", "application/json")
                     .header("content-disposition", "attachment; filename=\"mneme-export.json\"")
+                    .header("content-length", body.len())
                     .body(body)
                     .expect("static parts")
                     .into_response(),
@@ -317,6 +324,7 @@ pub fn stage_json(r: Result<String, StageError>) -> spin_sdk::http::Response<Str
         Ok(body) => spin_sdk::http::Response::builder()
             .status(200)
             .header("content-type", "application/json")
+            .header("content-length", body.len())
             .body(body)
             .expect("static parts"),
         Err(e) => stage_error(e),
@@ -371,7 +379,16 @@ async fn health() -> spin_sdk::http::Response<String> {
             Err(e) => json!({"configured": true, "ok": false, "failure": e.code.name()}),
         }
     };
-    let (h, model) = futures::join!(store::health(HEALTH_DEADLINE_MS), model);
+    let (mut h, model) = futures::join!(store::health(HEALTH_DEADLINE_MS), model);
+    // A readiness probe is a deployment's first request, which puts the
+    // schema in place (D-F28), once the store is known to answer.
+    if h.sql.failure.is_none()
+        && h.migration_level < h.migration_latest
+        && mneme_entry::schema::ensure().await.is_ok()
+        && mneme_entry::schema::ready()
+    {
+        h.migration_level = h.migration_latest;
+    }
     let dep = |d: &store::Dependency| json!({"kind": d.kind, "ok": d.failure.is_none(), "failure": d.failure, "ms": d.took_us as f64 / 1000.0});
     // An in-process file cannot go silent as a server can: a check that did
     // not finish in time there means the runner is busy (a flood), not that

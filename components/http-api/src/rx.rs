@@ -10,11 +10,11 @@ use crate::mneme::llm::llm::{self, ChatMessage, CompletionRequest, Tier};
 use crate::mneme::rx::rx;
 use crate::{Reply, err, num, reply, stage_error, stage_value};
 use mneme_entry::clock;
+use mneme_entry::model::{Fallback, Ledger, ModelPath};
 use mneme_http::{ApiError, json};
 use mneme_rx::artifact::{self, Draft, Inputs, Source};
 use mneme_rx::door::{Door, valid_name};
 use mneme_rx::signals::{self, AuxRow, CompositeScore, Signals};
-use mneme_types::StageError;
 use mneme_types::knowledge::SearchMode;
 use mneme_types::rx::{PushedRec, RecStatus, RecView, RunDraft, RunStart, TraceStep};
 use serde_json::{Value, json};
@@ -369,19 +369,21 @@ async fn run(door_name: &str, now: u64) -> Reply {
         prior_open_recs: &prior,
         created_at: &created_at,
     };
-    let (draft, composer, outcome7) = match compose(&inputs).await {
+    let mut ledger = Ledger::default();
+    let composed = compose(&inputs, &mut ledger, now).await;
+    ledger.flush(None, now).await;
+    let (draft, composer, outcome7) = match composed {
         Ok(c) => c,
-        Err(reasons) => {
-            release().await;
-            return err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "model-draft-rejected",
-                format!(
-                    "the model's drafts broke the artifact rules twice, so nothing was stored: {}",
-                    reasons.join(" | ")
-                ),
-            ));
-        }
+        // Two drafts broke the artifact rules: the labelled template, with
+        // why (D-R5 as amended by D-L2).
+        Err(reasons) => (
+            artifact::template(&inputs),
+            artifact::TEMPLATE.into(),
+            format!("template: the model's drafts broke the artifact rules twice ({})", reasons.join(" | "))
+                .chars()
+                .take(600)
+                .collect(),
+        ),
     };
     let markdown = artifact::render(&inputs, &draft, &composer);
     trace.push(step("7", t7, outcome7));
@@ -445,11 +447,11 @@ fn rec(r: RecView) -> Value {
     v
 }
 
-/// Step 7's narrative: the model, asked again once with the reason when a
-/// draft breaks D-008 or D-011; the labelled template with no model (or
-/// when the model cannot be reached). `Err` lists the rejected drafts'
-/// reasons.
-async fn compose(i: &Inputs<'_>) -> Result<(Draft, String, String), Vec<String>> {
+/// Step 7's narrative: the model under the draft's schema, asked again
+/// once with the reason when a draft breaks D-008 or D-011; the labelled
+/// template with no model (or when the model cannot be reached). `Err`
+/// lists the rejected drafts' reasons, and the caller takes the template.
+async fn compose(i: &Inputs<'_>, ledger: &mut Ledger, now_ms: u64) -> Result<(Draft, String, String), Vec<String>> {
     let status = llm::status(COMPOSE_TIMEOUT_MS).await;
     if !status.configured {
         return Ok((artifact::template(i), artifact::TEMPLATE.into(), "template: no model is configured".into()));
@@ -458,25 +460,34 @@ async fn compose(i: &Inputs<'_>) -> Result<(Draft, String, String), Vec<String>>
     let mut messages = mneme_entry::model::system_user(artifact::PROMPT, artifact::user_message(i));
     let mut reasons = Vec::new();
     for attempt in 1..=COMPOSE_ATTEMPTS {
+        if attempt > 1 {
+            ledger.retried(ModelPath::RxCompose);
+        }
+        let started = std::time::Instant::now();
         let answer = llm::complete(CompletionRequest {
             tier: Tier::Primary,
             messages: messages.clone(),
             max_tokens: Some(1_500),
             temperature: Some(0.2),
             json: true,
+            schema: Some(artifact::schema()),
             timeout_ms: COMPOSE_TIMEOUT_MS,
         })
         .await;
+        ledger.call(ModelPath::RxCompose, &answer, started);
         let c = match answer {
             Ok(c) => c,
-            Err(StageError { code, message }) => {
-                let note = format!("template: the model failed ({code}: {message})");
+            Err(e) => {
+                let why = Fallback { reason: e.code.name().into(), detail: e.message.clone() };
+                ledger.fell_back(ModelPath::RxCompose, &why, now_ms);
+                let note = format!("template: the model failed ({}: {})", e.code, e.message);
                 return Ok((artifact::template(i), artifact::TEMPLATE.into(), note));
             }
         };
         let checked = artifact::parse_draft(&c.text).and_then(|d| artifact::check_draft(&d, &allowed).map(|_| d));
         match checked {
             Ok(d) => {
+                ledger.answered(ModelPath::RxCompose);
                 let note = if attempt == 1 {
                     format!("drafted by {}", c.model)
                 } else {
@@ -496,6 +507,8 @@ async fn compose(i: &Inputs<'_>) -> Result<(Draft, String, String), Vec<String>>
             }
         }
     }
+    let why = Fallback { reason: "rejected".into(), detail: reasons.join(" | ") };
+    ledger.fell_back(ModelPath::RxCompose, &why, now_ms);
     Err(reasons)
 }
 

@@ -20,6 +20,8 @@ use crate::mneme::store::store;
 
 /// How long the model and the stores each get to answer.
 const DEADLINE_MS: u32 = 1_500;
+/// The days (today included) whose model use `/status` sums.
+const USAGE_DAYS: u32 = 7;
 
 fn stage_error(e: &mneme_types::StageError) -> Value {
     json!({"code": e.code.name(), "message": e.message})
@@ -37,7 +39,7 @@ pub async fn status(version: &str, now_ms: u64) -> Value {
             }
         },
         store::health(DEADLINE_MS),
-        store::status(),
+        store::status(mneme_time::calendar::utc_date_before(now_ms, USAGE_DAYS - 1)),
         memory::queue_depths(
             [CHUNKER_QUEUE, EPISODIC_QUEUE, SEMANTIC_QUEUE, mneme_background::TOOL_QUEUE].map(String::from).to_vec()
         ),
@@ -49,6 +51,7 @@ pub async fn status(version: &str, now_ms: u64) -> Value {
             if let Some(at) = a.last_model_reply_ms {
                 model["last_reply_ms"] = json!(at);
             }
+            model["usage"] = usage(a, now_ms);
             let jobs: Vec<Value> = mneme_entry::JOBS
                 .iter()
                 .map(|job| match a.runs.iter().find(|r| r.job == *job) {
@@ -85,6 +88,62 @@ pub async fn status(version: &str, now_ms: u64) -> Value {
         "jobs": jobs,
         "queues": queues,
     })
+}
+
+/// What the model cost over the last [`USAGE_DAYS`] days: per path (calls,
+/// answers used, retries, fallbacks to the rules, tokens and the share of
+/// prompt tokens served from the endpoint's cache), per message mode (the
+/// calls and tokens of an average message), the kept fallbacks counted per
+/// path and reason, and the newest ones with their details (#49 items 2
+/// and 5).
+fn usage(a: &store::AppStatus, now_ms: u64) -> Value {
+    let row = |t: &store::ModelUseTotal| {
+        let share =
+            |part: u64, whole: u64| if whole == 0 { Value::Null } else { json!(round3(part as f64 / whole as f64)) };
+        json!({
+            "calls": t.calls, "answered": t.answered, "retries": t.retries, "fallbacks": t.fallbacks,
+            "prompt_tokens": t.prompt_tokens, "cached_tokens": t.cached_tokens,
+            "completion_tokens": t.completion_tokens, "wait_ms": t.wait_ms,
+            "cached_share": share(t.cached_tokens, t.prompt_tokens),
+        })
+    };
+    let mut paths = serde_json::Map::new();
+    let mut messages = serde_json::Map::new();
+    for t in &a.model_use {
+        match t.key.strip_prefix("message:") {
+            Some(mode) => {
+                let per = |v: u64| if t.units == 0 { Value::Null } else { json!(round3(v as f64 / t.units as f64)) };
+                let mut r = row(t);
+                r["messages"] = json!(t.units);
+                r["calls_per_message"] = per(t.calls);
+                r["prompt_tokens_per_message"] = per(t.prompt_tokens);
+                r["completion_tokens_per_message"] = per(t.completion_tokens);
+                messages.insert(mode.to_string(), r);
+            }
+            None => {
+                let mut r = row(t);
+                let reasons: serde_json::Map<String, Value> = a
+                    .fallback_counts
+                    .iter()
+                    .filter(|c| c.path == t.key)
+                    .map(|c| (c.reason.clone(), json!(c.count)))
+                    .collect();
+                r["fallback_reasons"] = Value::Object(reasons);
+                paths.insert(t.key.clone(), r);
+            }
+        }
+    }
+    json!({
+        "since": mneme_time::calendar::utc_date_before(now_ms, USAGE_DAYS - 1),
+        "paths": paths,
+        "messages": messages,
+        "fallbacks": a.fallbacks.iter().map(|f| json!({"path": f.path, "at_ms": f.at_ms, "reason": f.reason,
+            "detail": f.detail})).collect::<Vec<_>>(),
+    })
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }
 
 /// The model as configured, and whether its endpoint answers now.

@@ -87,12 +87,16 @@ async fn create(req: Request, now: u64) -> Reply {
         return reply(stage_error(e));
     }
     let mut progress = Progress::default();
+    let mut ledger = mneme_entry::model::Ledger::default();
     mneme_entry::tasks::decompose(
         &goal,
         &llm::status(mneme_background::cycle::DECOMPOSE_TIMEOUT_MS).await,
         &mut progress,
+        &mut ledger,
+        now,
     )
     .await;
+    ledger.flush(None, now).await;
     match tasks::create(NewTask { goal, priority, progress: progress.into(), now_ms: now }).await {
         Ok(task) => reply(json(StatusCode::CREATED, &task)),
         Err(e) => reply(stage_error(e)),

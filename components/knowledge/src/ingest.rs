@@ -99,6 +99,7 @@ pub async fn job(id: &str) -> Result<JobView> {
             source_channel: request.source_channel,
             source_date: request.source_date,
             source_url: request.source_url,
+            principal: request.principal,
             chars: request.text.chars().count() as u32,
         },
         error: row.opt_text("error")?,

@@ -281,26 +281,43 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
     let embeddings = embed_many(&texts)?;
     let ids: Vec<String> =
         documents.iter().map(|d| d.id.clone().unwrap_or_else(|| format!("doc-{}", random_hex(8)))).collect();
+    // An id given twice in one batch: the later document replaces the
+    // earlier, as two requests in a row would.
+    let last: Vec<usize> = (0..documents.len()).filter(|&i| !ids[i + 1..].contains(&ids[i])).collect();
+    let titles: Vec<String> = last
+        .iter()
+        .map(|&i| documents[i].title.clone().unwrap_or_else(|| validate::derive_topic(&documents[i].text)))
+        .collect();
+    let metas: Vec<J> = last
+        .iter()
+        .map(|&i| json!({"source_url": documents[i].source_url, "source_date": documents[i].source_date}))
+        .collect();
+    let items: Vec<search::NewItem> = last
+        .iter()
+        .zip(titles.iter().zip(&metas))
+        .map(|(&i, (title, meta))| search::NewItem {
+            corpus: "document",
+            ref_id: &ids[i],
+            title,
+            body: &documents[i].text,
+            context: documents[i].context.as_deref().unwrap_or(""),
+            date: documents[i].source_date.as_deref().unwrap_or(""),
+            meta,
+        })
+        .collect();
+    let batch: Vec<(&search::NewItem, &[f32])> =
+        items.iter().zip(last.iter().map(|&i| embeddings[i].as_slice())).collect();
+    let kept: Vec<&str> = items.iter().map(|i| i.ref_id).collect();
     stores
         .sql
         .transaction(async |sql: &Sql| {
-            for ((d, e), id) in documents.iter().zip(&embeddings).zip(&ids) {
-                let fail = mneme_substrate::as_store_error;
-                search::remove(sql, "document", id).await.map_err(fail)?;
-                let title = d.title.clone().unwrap_or_else(|| validate::derive_topic(&d.text));
-                let meta = json!({"source_url": d.source_url, "source_date": d.source_date});
-                let context = d.context.as_deref().unwrap_or("");
-                let new = search::NewItem {
-                    corpus: "document",
-                    ref_id: id,
-                    title: &title,
-                    body: &d.text,
-                    context,
-                    date: d.source_date.as_deref().unwrap_or(""),
-                    meta: &meta,
-                };
-                search::put(sql, &new, e, now).await.map_err(fail)?;
+            let fail = mneme_substrate::as_store_error;
+            // Replaced documents go first, one by one (few); new ones, most,
+            // cost one read between them.
+            for id in search::present(sql, "document", &kept).await.map_err(fail)? {
+                search::remove(sql, "document", &id).await.map_err(fail)?;
             }
+            search::put_many(sql, &batch, now).await.map_err(fail)?;
             Ok(())
         })
         .await?;

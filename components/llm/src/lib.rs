@@ -182,6 +182,7 @@ fn spin_infer(c: &Config, req: &CompletionRequest) -> Result<Completion, StageEr
         text: mneme_llm::storable(&r.text),
         model,
         prompt_tokens: r.usage.prompt_token_count,
+        cached_tokens: 0,
         completion_tokens: r.usage.generated_token_count,
         took_ms: waited.as_millis() as u32,
         wait_us: waited.as_micros() as u64,
@@ -217,26 +218,23 @@ impl Guest for Stage {
     }
 
     async fn complete(req: CompletionRequest) -> Result<Completion, StageError> {
+        // The caller's deadline counts from here: a model-list lookup in
+        // `config` spends it too (#50 item 6).
+        let started = Instant::now();
         let c = config(req.timeout_ms).await;
         if c.spin && c.configured() {
             return spin_infer(&c, &req);
         }
-        let (http, model, timeout_ms) = prepare(c, &req, false)?;
-        let started = Instant::now();
-        let call = async {
-            let resp = spin_sdk::http::send(http)
-                .await
-                .map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?;
-            let status = resp.status();
-            let bytes = read_capped(resp.into_body().stream()).await?;
-            Ok::<_, StageError>((status, bytes))
-        };
-        let (status, bytes) = match select(Box::pin(call), Box::pin(sleep_ms(timeout_ms))).await {
-            Either::Left((answer, _)) => answer?,
-            Either::Right(_) => {
-                return Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms")));
-            }
-        };
+        let deadline_ms = req.timeout_ms;
+        let first = left_of(deadline_ms, started)?;
+        let (mut status, mut bytes, model) = send_once(&c, &req, first).await?;
+        if req.schema.is_some() && mneme_llm::refuses_schema(status.as_u16(), &bytes) {
+            // An endpoint without JSON Schema support: the same request,
+            // asking only for a JSON object, in what is left of the time.
+            let left = left_of(deadline_ms, started)?;
+            let plain = CompletionRequest { schema: None, ..req.clone() };
+            (status, bytes, _) = send_once(&c, &plain, left).await?;
+        }
         // The whole answer is in: what follows is this stage's own work.
         let wait_us = started.elapsed().as_micros() as u64;
         if !status.is_success() {
@@ -246,8 +244,9 @@ impl Guest for Stage {
         Ok(Completion {
             text: answer.text,
             model: if answer.model.is_empty() { model } else { answer.model },
-            prompt_tokens: answer.prompt_tokens,
-            completion_tokens: answer.completion_tokens,
+            prompt_tokens: answer.usage.prompt_tokens,
+            cached_tokens: answer.usage.cached_tokens,
+            completion_tokens: answer.usage.completion_tokens,
             took_ms: started.elapsed().as_millis() as u32,
             wait_us,
         })
@@ -266,6 +265,36 @@ impl Guest for Stage {
             let _ = outcome.write(result).await;
         });
         (deltas_rx, outcome_rx)
+    }
+}
+
+/// What is left of `deadline_ms` since `started`; none left is a timeout.
+fn left_of(deadline_ms: u32, started: Instant) -> Result<u32, StageError> {
+    match deadline_ms.saturating_sub(started.elapsed().as_millis() as u32) {
+        0 => Err(error(ErrorCode::ModelTimeout, format!("no answer within {deadline_ms} ms"))),
+        left => Ok(left),
+    }
+}
+
+/// One non-streamed request within `timeout_ms`: its status, its body and
+/// the model it named.
+async fn send_once(
+    c: &Config,
+    req: &CompletionRequest,
+    timeout_ms: u32,
+) -> Result<(spin_sdk::http::StatusCode, Vec<u8>, String), StageError> {
+    let (http, model) = prepare(c, req, false)?;
+    let call = async {
+        let resp = spin_sdk::http::send(http)
+            .await
+            .map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?;
+        let status = resp.status();
+        let bytes = read_capped(resp.into_body().stream()).await?;
+        Ok::<_, StageError>((status, bytes))
+    };
+    match select(Box::pin(call), Box::pin(sleep_ms(timeout_ms))).await {
+        Either::Left((answer, _)) => answer.map(|(s, b)| (s, b, model)),
+        Either::Right(_) => Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms"))),
     }
 }
 
@@ -319,48 +348,57 @@ fn status_error(status: spin_sdk::http::StatusCode, body: &[u8]) -> StageError {
 /// Builds the HTTP request for a completion; fails fast with
 /// `model-unavailable` when no model is configured.
 fn prepare(
-    c: Config,
+    c: &Config,
     req: &CompletionRequest,
     stream: bool,
-) -> Result<(spin_sdk::http::Request<String>, String, u32), StageError> {
-    let Some(url) = c.url else {
+) -> Result<(spin_sdk::http::Request<String>, String), StageError> {
+    let Some(url) = c.url.as_deref() else {
         return Err(error(ErrorCode::ModelUnavailable, "no model is configured (set the Spin variable llm_url)"));
     };
     let model = match req.tier {
-        Tier::Primary => c.primary,
-        Tier::Light => c.light,
+        Tier::Primary => c.primary.clone(),
+        Tier::Light => c.light.clone(),
     };
     if model.is_empty() {
-        let why = c.unnamed.unwrap_or_else(|| "the endpoint named no model".into());
+        let why = c.unnamed.clone().unwrap_or_else(|| "the endpoint named no model".into());
         return Err(error(ErrorCode::ModelError, format!("llm_model is empty and {why}: set llm_model")));
     }
     let messages = req.messages.iter().map(|m| Message::new(role(&m.role), m.content.clone())).collect();
+    let schema = match &req.schema {
+        Some(text) => Some(
+            serde_json::from_str(text)
+                .map_err(|e| error(ErrorCode::Invalid, format!("the answer's schema is not JSON: {e}")))?,
+        ),
+        None => None,
+    };
     let body = ChatRequest {
         model: model.clone(),
         messages,
         max_tokens: req.max_tokens,
         temperature: req.temperature,
         json: req.json,
+        schema,
         stream,
     }
     .body();
-    let mut http = spin_sdk::http::Request::post(mneme_llm::completions_url(&url))
+    let mut http = spin_sdk::http::Request::post(mneme_llm::completions_url(url))
         .header("content-type", "application/json")
         .header("content-length", body.len());
     if stream {
         http = http.header("accept", "text/event-stream");
     }
-    if let Some(key) = c.key {
+    if let Some(key) = &c.key {
         http = http.header("authorization", format!("Bearer {key}"));
     }
     let http = http.body(body).map_err(|e| error(ErrorCode::ModelError, e.to_string()))?;
-    Ok((http, model, req.timeout_ms))
+    Ok((http, model))
 }
 
 /// Sends a streamed completion and forwards each text delta into `out`.
 /// A non-streaming answer (an endpoint that ignores `stream`) is forwarded
 /// as one delta.
 async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) -> Result<Completion, StageError> {
+    let started = Instant::now();
     let c = config(req.timeout_ms).await;
     if c.spin && c.configured() {
         let done = spin_infer(&c, req)?;
@@ -369,9 +407,12 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         }
         return Ok(done);
     }
-    let (http, model, timeout_ms) = prepare(c, req, true)?;
-    let started = Instant::now();
-    let resp = match select(Box::pin(spin_sdk::http::send(http)), Box::pin(sleep_ms(timeout_ms))).await {
+    let (http, model) = prepare(&c, req, true)?;
+    let timeout_ms = req.timeout_ms;
+    // The head within what the lookup left of the deadline; each chunk after
+    // it within the whole of it.
+    let head_ms = left_of(timeout_ms, started)?;
+    let resp = match select(Box::pin(spin_sdk::http::send(http)), Box::pin(sleep_ms(head_ms))).await {
         Either::Left((r, _)) => r.map_err(|e| error(ErrorCode::ModelError, format!("model endpoint: {e:?}")))?,
         Either::Right(_) => return Err(error(ErrorCode::ModelTimeout, format!("no answer within {timeout_ms} ms"))),
     };
@@ -397,8 +438,9 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
         return Ok(Completion {
             text: a.text,
             model: if a.model.is_empty() { model } else { a.model },
-            prompt_tokens: a.prompt_tokens,
-            completion_tokens: a.completion_tokens,
+            prompt_tokens: a.usage.prompt_tokens,
+            cached_tokens: a.usage.cached_tokens,
+            completion_tokens: a.usage.completion_tokens,
             took_ms: started.elapsed().as_millis() as u32,
             wait_us: waited.as_micros() as u64,
         });
@@ -407,6 +449,7 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
     let mut parser = StreamParser::new();
     let mut text = String::new();
     let mut pieces = 0u32;
+    let mut usage: Option<mneme_llm::Usage> = None;
     loop {
         let asked = Instant::now();
         let next = select(Box::pin(body.next()), Box::pin(sleep_ms(timeout_ms))).await;
@@ -430,6 +473,7 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
                         return Err(error(ErrorCode::ModelError, "the caller stopped reading"));
                     }
                 }
+                StreamEvent::Usage(u) => usage = Some(u),
                 StreamEvent::Error(e) => return Err(error(ErrorCode::ModelError, e)),
                 StreamEvent::Done => {}
             }
@@ -438,11 +482,15 @@ async fn stream_into(req: &CompletionRequest, out: &mut StreamWriter<String>) ->
             break;
         }
     }
+    // An endpoint that reports no usage: the pieces streamed stand in for
+    // the tokens generated, and the prompt's are unknown.
+    let usage = usage.unwrap_or(mneme_llm::Usage { completion_tokens: pieces, ..Default::default() });
     Ok(Completion {
         text,
         model,
-        prompt_tokens: 0,
-        completion_tokens: pieces,
+        prompt_tokens: usage.prompt_tokens,
+        cached_tokens: usage.cached_tokens,
+        completion_tokens: usage.completion_tokens,
         took_ms: started.elapsed().as_millis() as u32,
         wait_us: waited.as_micros() as u64,
     })

@@ -234,6 +234,12 @@ pub async fn export(now_ms: u64) -> Result<String> {
         memory.entry("gists").or_insert_with(|| json!({}))[&topic] =
             json!(records::gists(&stores.kv, &topic, now_ms).await?);
     }
+    for key in stores.kv.keys("focus:").await? {
+        let thread = key.trim_start_matches("focus:").to_string();
+        if let Some(f) = records::focus(&stores.kv, &thread, now_ms).await? {
+            memory.entry("focus").or_insert_with(|| json!({}))[&thread] = json!(f);
+        }
+    }
     Ok(json!({"exported_at_ms": now_ms, "tables": tables, "memory": memory}).to_string())
 }
 

@@ -32,6 +32,7 @@ impl Guest for Stage {
         intent: Intent,
         previous_mode: Option<Mode>,
         skip_tiebreaker: bool,
+        excluded: Vec<Mode>,
     ) -> Result<Routed, StageError> {
         let req = RouteRequest {
             text,
@@ -39,6 +40,7 @@ impl Guest for Stage {
             intent: intent.into(),
             previous_mode: previous_mode.map(Into::into),
             skip_tiebreaker,
+            excluded: excluded.into_iter().map(Into::into).collect(),
         };
         Ok(route::route(req).await?)
     }

@@ -18,6 +18,8 @@ pub struct RouteRequest {
     /// Overrides the thread's previous mode (the post-ACT re-route passes ACT).
     pub previous_mode: Option<Mode>,
     pub skip_tiebreaker: bool,
+    /// Modes triage settled against (D-L5).
+    pub excluded: Vec<Mode>,
 }
 
 pub async fn route(req: RouteRequest) -> Result<Routed> {
@@ -39,7 +41,14 @@ pub async fn route(req: RouteRequest) -> Result<Routed> {
     let previous_mode = req.previous_mode.or(c.previous_mode);
     let sql = mneme_store::open_sql().await?;
     let weights = crate::regulator::weights(&sql).await?;
-    let decision = router::route(&signals, &weights, previous_mode, &c.recent_router_confidences, req.skip_tiebreaker);
+    let decision = router::route(
+        &signals,
+        &weights,
+        previous_mode,
+        &c.recent_router_confidences,
+        req.skip_tiebreaker,
+        &req.excluded,
+    );
     let tiebreak_message = decision.tiebreak.map(|(a, b)| router::tiebreak_message(&req.text, a, b, &signals));
     Ok(Routed {
         decision: decision.into(),
@@ -83,7 +92,7 @@ pub async fn record(req: RecordRequest) -> Result<Recorded> {
         .execute(
             "INSERT INTO routing_decisions (exchange_id, thread_id, topic, selected_mode, previous_mode, router_confidence, \
              scores, tiebreaker_used, tiebreaker_candidates, margin, effective_margin, signal_snapshot, weight_snapshot, \
-             routing_time_ms, created_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)",
+             routing_time_ms, created_ms, excluded_modes) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)",
             &[
                 req.exchange_id.as_str().into(),
                 req.thread_id.as_str().into(),
@@ -100,6 +109,7 @@ pub async fn record(req: RecordRequest) -> Result<Recorded> {
                 json_text(&weights).into(),
                 Value::Int(req.routing_time_ms as i64),
                 Value::Int(req.now_ms as i64),
+                (!d.excluded.is_empty()).then(|| json_text(&d.excluded)).into(),
             ],
         )
         .await?;

@@ -14,7 +14,10 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::mneme::store::store::{AppStatus, AppliedMigration, Dependency, Guest, JobRun, StoreHealth};
+use exports::mneme::store::store::{
+    AppStatus, AppliedMigration, Dependency, FallbackCount, Guest, JobRun, KeptFallback, ModelFallback, ModelUse,
+    ModelUseKey, ModelUseTotal, StoreHealth,
+};
 use mneme_store::{StoreError, Stores, Value, migrate};
 use mneme_types::StageError;
 
@@ -162,7 +165,78 @@ impl Guest for Stage {
         Ok(())
     }
 
-    async fn status() -> Result<AppStatus, StageError> {
+    async fn record_model_use(
+        uses: Vec<ModelUse>,
+        fallbacks: Vec<ModelFallback>,
+        now_ms: u64,
+    ) -> Result<(), StageError> {
+        if uses.is_empty() && fallbacks.is_empty() {
+            return Ok(());
+        }
+        let sql = mneme_store::open_sql().await.map_err(stage_error)?;
+        let day = mneme_time::calendar::utc_date_before(now_ms, 0);
+        sql.transaction(async |tx| {
+            for u in &uses {
+                let key = match &u.key {
+                    ModelUseKey::Path(p) => p.as_str().to_string(),
+                    ModelUseKey::Message(mode) => format!("message:{mode}"),
+                };
+                let n = |v: u64| Value::Int(v.min(i64::MAX as u64) as i64);
+                tx.execute(
+                    "INSERT INTO model_use (day, path, units, calls, answered, retries, fallbacks, prompt_tokens, \
+                     cached_tokens, completion_tokens, wait_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT (day, path) DO UPDATE SET units = model_use.units + excluded.units, \
+                     calls = model_use.calls + excluded.calls, answered = model_use.answered + excluded.answered, \
+                     retries = model_use.retries + excluded.retries, \
+                     fallbacks = model_use.fallbacks + excluded.fallbacks, \
+                     prompt_tokens = model_use.prompt_tokens + excluded.prompt_tokens, \
+                     cached_tokens = model_use.cached_tokens + excluded.cached_tokens, \
+                     completion_tokens = model_use.completion_tokens + excluded.completion_tokens, \
+                     wait_ms = model_use.wait_ms + excluded.wait_ms",
+                    &[
+                        day.as_str().into(),
+                        key.as_str().into(),
+                        n(u64::from(u.units)),
+                        n(u64::from(u.calls)),
+                        n(u64::from(u.answered)),
+                        n(u64::from(u.retries)),
+                        n(u64::from(u.fallbacks)),
+                        n(u.prompt_tokens),
+                        n(u.cached_tokens),
+                        n(u.completion_tokens),
+                        n(u.wait_ms),
+                    ],
+                )
+                .await?;
+            }
+            for f in &fallbacks {
+                let detail: String = f.detail.chars().take(300).collect();
+                let reason: String = f.reason.chars().take(60).collect();
+                tx.execute(
+                    "INSERT INTO model_fallbacks (at_ms, path, reason, detail) VALUES ($1, $2, $3, $4)",
+                    &[
+                        Value::Int(f.at_ms.min(i64::MAX as u64) as i64),
+                        f.path.as_str().into(),
+                        reason.as_str().into(),
+                        detail.as_str().into(),
+                    ],
+                )
+                .await?;
+            }
+            if !fallbacks.is_empty() {
+                tx.execute(
+                    "DELETE FROM model_fallbacks WHERE id <= (SELECT MAX(id) FROM model_fallbacks) - $1",
+                    &[Value::Int(KEPT_FALLBACKS)],
+                )
+                .await?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(stage_error)
+    }
+
+    async fn status(model_since: String) -> Result<AppStatus, StageError> {
         let sql = mneme_store::open_sql().await.map_err(stage_error)?;
         let runs = sql
             .query("SELECT job, at_ms, took_ms, ok, outcome, last_ok_ms FROM job_runs ORDER BY job", &[])
@@ -195,8 +269,82 @@ impl Guest for Stage {
             .map_err(stage_error)?;
         let last_model_reply_ms =
             last.first().map(|r| r.i64("created_ms")).transpose().map_err(stage_error)?.map(|v| v.max(0) as u64);
-        Ok(AppStatus { runs, ingest_queued: ingest_queued.max(0) as u64, last_model_reply_ms })
+        let model_use = sql
+            .query(
+                // PostgreSQL sums BIGINT as NUMERIC: cast back.
+                "SELECT path, CAST(SUM(units) AS BIGINT) AS units, CAST(SUM(calls) AS BIGINT) AS calls, \
+                 CAST(SUM(answered) AS BIGINT) AS answered, \
+                 CAST(SUM(retries) AS BIGINT) AS retries, \
+                 CAST(SUM(fallbacks) AS BIGINT) AS fallbacks, \
+                 CAST(SUM(prompt_tokens) AS BIGINT) AS prompt_tokens, \
+                 CAST(SUM(cached_tokens) AS BIGINT) AS cached_tokens, \
+                 CAST(SUM(completion_tokens) AS BIGINT) AS completion_tokens, \
+                 CAST(SUM(wait_ms) AS BIGINT) AS wait_ms \
+                 FROM model_use WHERE day >= $1 GROUP BY path ORDER BY path",
+                &[model_since.as_str().into()],
+            )
+            .await
+            .map_err(stage_error)?
+            .iter()
+            .map(|r| {
+                let n = |c: &str| r.i64(c).map(|v| v.max(0) as u64);
+                Ok(ModelUseTotal {
+                    key: r.text("path")?,
+                    units: n("units")?,
+                    calls: n("calls")?,
+                    answered: n("answered")?,
+                    retries: n("retries")?,
+                    fallbacks: n("fallbacks")?,
+                    prompt_tokens: n("prompt_tokens")?,
+                    cached_tokens: n("cached_tokens")?,
+                    completion_tokens: n("completion_tokens")?,
+                    wait_ms: n("wait_ms")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()
+            .map_err(stage_error)?;
+        let fallbacks = sql
+            .query("SELECT path, at_ms, reason, detail FROM model_fallbacks ORDER BY id DESC LIMIT 10", &[])
+            .await
+            .map_err(stage_error)?
+            .iter()
+            .map(|r| {
+                Ok(KeptFallback {
+                    path: r.text("path")?,
+                    at_ms: r.i64("at_ms")?.max(0) as u64,
+                    reason: r.text("reason")?,
+                    detail: r.text("detail")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()
+            .map_err(stage_error)?;
+        let since_ms = mneme_time::calendar::parse_date(&model_since).map_or(0, |days| days * 86_400_000);
+        let fallback_counts = sql
+            .query(
+                "SELECT path, reason, COUNT(*) AS n FROM model_fallbacks WHERE at_ms >= $1 \
+                 GROUP BY path, reason ORDER BY path, reason",
+                &[since_ms.into()],
+            )
+            .await
+            .map_err(stage_error)?
+            .iter()
+            .map(|r| {
+                Ok(FallbackCount { path: r.text("path")?, reason: r.text("reason")?, count: r.i64("n")?.max(0) as u64 })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()
+            .map_err(stage_error)?;
+        Ok(AppStatus {
+            runs,
+            ingest_queued: ingest_queued.max(0) as u64,
+            last_model_reply_ms,
+            model_use,
+            fallbacks,
+            fallback_counts,
+        })
     }
 }
+
+/// How many fallbacks `model_fallbacks` keeps.
+const KEPT_FALLBACKS: i64 = 500;
 
 export!(Stage);

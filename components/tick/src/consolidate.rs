@@ -8,9 +8,11 @@
 //! fails it.
 
 use crate::mneme::consolidate::consolidate;
-use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, Tier};
 use mneme_background::consolidate::{self as rules, EpisodeBrief, Exchange};
 use mneme_background::cycle::RULES_LABEL;
+// A fallback's label names why; with no model it is RULES_LABEL.
+use mneme_entry::model::{Fallback, JsonAsk, Ledger, ModelPath, ask_json};
 use mneme_types::StageError;
 use mneme_types::consolidation::{JobInput, JobOutput};
 use serde_json::{Value, json};
@@ -26,10 +28,11 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let started = clock();
     let model = llm::status(MODEL_TIMEOUT_MS).await;
     let mut done = Vec::new();
+    let mut ledger = Ledger::default();
     while clock().saturating_sub(started) < BUDGET_MS {
         let Some(job) = consolidate::claim(clock(), LEASE_MS).await? else { break };
         let queue = queue(&job.input);
-        let outcome = match consolidation(job.input, &model).await {
+        let outcome = match consolidation(job.input, &model, &mut ledger, clock()).await {
             Ok((output, source)) => consolidate::apply(job.id, job.claim.clone(), output, source, clock())
                 .await
                 .map(|s| json!({"job_id": job.id, "queue": queue, "status": "done", "result": s}))
@@ -53,6 +56,7 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
         };
         done.push(entry);
     }
+    ledger.flush(None, clock()).await;
     Ok(json!({"jobs": done}))
 }
 
@@ -66,8 +70,15 @@ fn queue(input: &JobInput) -> &'static str {
 }
 
 /// The job's output and what produced it; gone when its input is (a
-/// forgotten exchange).
-async fn consolidation(input: JobInput, model: &llm::ModelStatus) -> Result<(JobOutput, String), String> {
+/// forgotten exchange). A malformed or empty answer, asked for twice,
+/// leaves the job to the labelled rules, with the reason in the source; a
+/// model that failed or timed out gives the job back to retry (`Err`).
+async fn consolidation(
+    input: JobInput,
+    model: &llm::ModelStatus,
+    ledger: &mut Ledger,
+    now_ms: u64,
+) -> Result<(JobOutput, String), String> {
     let gone = || Ok((JobOutput::Gone, "none".to_string()));
     match input {
         JobInput::Chunk(None) | JobInput::Episode(None) | JobInput::Semantic(None) => gone(),
@@ -76,10 +87,16 @@ async fn consolidation(input: JobInput, model: &llm::ModelStatus) -> Result<(Job
                 let chunk = rules::rule_chunk(&c.prompt).into();
                 return Ok((JobOutput::Chunk((c, chunk)), RULES_LABEL.into()));
             }
-            let (answer, name) =
-                ask(rules::CHUNKER_PROMPT, rules::chunker_message(&c.topic, &c.prompt, &c.response)).await?;
-            let chunk = rules::parse_chunk(&answer).map_err(|e| format!("the chunker's answer: {e}"))?;
-            Ok((JobOutput::Chunk((c, chunk.into())), name))
+            let user = rules::chunker_message(&c.topic, &c.prompt, &c.response);
+            let ask = json_ask(ModelPath::ConsolidateChunk, rules::CHUNKER_PROMPT, user, rules::chunk_schema());
+            match ask_json(ledger, ask, now_ms, rules::parse_chunk).await {
+                Ok((chunk, done)) => Ok((JobOutput::Chunk((c, chunk.into())), done.model)),
+                Err(why) => {
+                    let label = rules_instead(&why)?;
+                    let chunk = rules::rule_chunk(&c.prompt).into();
+                    Ok((JobOutput::Chunk((c, chunk)), label))
+                }
+            }
         }
         JobInput::Episode(Some(ep)) => {
             let exchanges: Vec<Exchange> = ep.exchanges.iter().cloned().map(Into::into).collect();
@@ -87,9 +104,16 @@ async fn consolidation(input: JobInput, model: &llm::ModelStatus) -> Result<(Job
                 let draft = rules::rule_episode(&ep.topic, &exchanges).into();
                 return Ok((JobOutput::Episode((ep, draft)), RULES_LABEL.into()));
             }
-            let (answer, name) = ask(rules::EPISODE_PROMPT, rules::episode_message(&ep.topic, &exchanges)).await?;
-            let draft = rules::parse_episode(&answer).map_err(|e| format!("the episode builder's answer: {e}"))?;
-            Ok((JobOutput::Episode((ep, draft.into())), name))
+            let user = rules::episode_message(&ep.topic, &exchanges);
+            let ask = json_ask(ModelPath::ConsolidateEpisode, rules::EPISODE_PROMPT, user, rules::episode_schema());
+            match ask_json(ledger, ask, now_ms, rules::parse_episode).await {
+                Ok((draft, done)) => Ok((JobOutput::Episode((ep, draft.into())), done.model)),
+                Err(why) => {
+                    let label = rules_instead(&why)?;
+                    let draft = rules::rule_episode(&ep.topic, &exchanges).into();
+                    Ok((JobOutput::Episode((ep, draft)), label))
+                }
+            }
         }
         JobInput::Semantic(Some(s)) => {
             let episodes: Vec<EpisodeBrief> = s.episodes.iter().cloned().map(Into::into).collect();
@@ -97,25 +121,40 @@ async fn consolidation(input: JobInput, model: &llm::ModelStatus) -> Result<(Job
                 let extracted = rules::rule_semantic(&episodes).into();
                 return Ok((JobOutput::Semantic((s, extracted)), RULES_LABEL.into()));
             }
-            let (answer, name) = ask(rules::SEMANTIC_PROMPT, rules::semantic_message(&episodes, &s.known)).await?;
-            let extracted =
-                rules::parse_semantic(&answer, &episodes).map_err(|e| format!("semantic extraction's answer: {e}"))?;
-            Ok((JobOutput::Semantic((s, extracted.into())), name))
+            let user = rules::semantic_message(&episodes, &s.known);
+            let ask = json_ask(ModelPath::ConsolidateSemantic, rules::SEMANTIC_PROMPT, user, rules::semantic_schema());
+            match ask_json(ledger, ask, now_ms, |t| rules::parse_semantic(t, &episodes)).await {
+                Ok((extracted, done)) => Ok((JobOutput::Semantic((s, extracted.into())), done.model)),
+                Err(why) => {
+                    let label = rules_instead(&why)?;
+                    let extracted = rules::rule_semantic(&episodes).into();
+                    Ok((JobOutput::Semantic((s, extracted)), label))
+                }
+            }
         }
     }
 }
 
-/// One light-model call in JSON mode; the answer and the model's name.
-async fn ask(system: &str, user: String) -> Result<(String, String), String> {
-    let c = llm::complete(CompletionRequest {
+/// One light-model call in JSON mode under `schema`.
+fn json_ask(path: ModelPath, system: &str, user: String, schema: String) -> JsonAsk {
+    JsonAsk {
+        path,
         tier: Tier::Light,
         messages: mneme_entry::model::system_user(system, user),
-        max_tokens: Some(1_200),
-        temperature: Some(rules::TEMPERATURE),
-        json: true,
+        schema,
+        max_tokens: 1_200,
+        temperature: rules::TEMPERATURE,
         timeout_ms: MODEL_TIMEOUT_MS,
-    })
-    .await
-    .map_err(|e| format!("the model: {}: {}", e.code, e.message))?;
-    Ok((c.text, c.model))
+    }
+}
+
+/// After a fallback: the rules' label with its reason when the model
+/// answered but not usably; `Err` (the job is given back to retry) when it
+/// failed or took too long.
+fn rules_instead(why: &Fallback) -> Result<String, String> {
+    if why.reason == "malformed" || why.reason == "empty" {
+        Ok(format!("rules (the model's answer, asked for twice, was {why})"))
+    } else {
+        Err(format!("the model: {why}"))
+    }
 }

@@ -6,9 +6,10 @@
 //! labelled rules' question; the stage's `finish` routes it to an action.
 
 use crate::mneme::drift::drift;
-use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, Tier};
 use mneme_background::cycle::RULES_LABEL;
 use mneme_background::drift::{self as rules, Activated, Thought};
+use mneme_entry::model::{JsonAsk, Ledger, ModelPath, ask_json_tries};
 use mneme_types::StageError;
 use mneme_types::drift::{Applied, DriftDone, DriftStart, DriftThought};
 use serde_json::{Value, json};
@@ -44,7 +45,9 @@ pub async fn cycle(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Value
     };
     let concepts: Vec<Activated> = ready.concepts.iter().cloned().map(Into::into).collect();
     let grounding = ready.grounding.as_ref().map(|g| g.gist.as_str());
-    let (thought, source, tries) = thought(&ready.seed.name, &concepts, grounding).await;
+    let mut ledger = Ledger::default();
+    let (thought, source, tries) = thought(&ready.seed.name, &concepts, grounding, &mut ledger, clock()).await;
+    ledger.flush(None, clock()).await;
     let done = drift::finish(
         DriftThought {
             claim: ready.claim.clone(),
@@ -102,40 +105,32 @@ fn done_report(d: DriftDone) -> Value {
 /// The model's thought, or the rules' when no model is configured or it
 /// gave nothing readable: the thought, what produced it, and the model
 /// calls made (with why each failed).
-async fn thought(seed: &str, concepts: &[Activated], episode: Option<&str>) -> (Thought, String, Vec<String>) {
+async fn thought(
+    seed: &str,
+    concepts: &[Activated],
+    episode: Option<&str>,
+    ledger: &mut Ledger,
+    now_ms: u64,
+) -> (Thought, String, Vec<String>) {
     let names: Vec<String> = concepts.iter().map(|c| c.name.clone()).collect();
     let fallback = || rules::rule_thought(seed, &names);
     if !llm::status(MODEL_TIMEOUT_MS).await.configured {
         return (fallback(), RULES_LABEL.into(), Vec::new());
     }
-    let mut tries = Vec::new();
-    for _ in 0..ATTEMPTS {
-        let answer = llm::complete(CompletionRequest {
-            tier: Tier::Light,
-            messages: mneme_entry::model::system_user(
-                mneme_conversation::generate::SOUL,
-                rules::thought_message(seed, concepts, episode),
-            ),
-            max_tokens: Some(rules::MAX_TOKENS),
-            temperature: Some(rules::TEMPERATURE),
-            json: true,
-            timeout_ms: MODEL_TIMEOUT_MS,
-        })
-        .await;
-        match answer {
-            Ok(c) => match rules::parse_thought(&c.text) {
-                Ok(t) => {
-                    tries.push("ok".into());
-                    return (t, c.model, tries);
-                }
-                Err(e) => tries.push(format!("unreadable: {e}")),
-            },
-            Err(e) => {
-                // The model is down or slow: another try would only wait.
-                tries.push(format!("{}: {}", e.code, e.message));
-                break;
-            }
-        }
+    let ask = JsonAsk {
+        path: ModelPath::DriftThought,
+        tier: Tier::Light,
+        messages: mneme_entry::model::system_user(
+            mneme_conversation::generate::SOUL,
+            rules::thought_message(seed, concepts, episode),
+        ),
+        schema: rules::schema(),
+        max_tokens: rules::MAX_TOKENS,
+        temperature: rules::TEMPERATURE,
+        timeout_ms: MODEL_TIMEOUT_MS,
+    };
+    match ask_json_tries(ledger, ask, now_ms, ATTEMPTS, rules::parse_thought).await {
+        Ok((t, c)) => (t, c.model, vec!["ok".into()]),
+        Err(why) => (fallback(), RULES_LABEL.into(), vec![why.to_string()]),
     }
-    (fallback(), RULES_LABEL.into(), tries)
 }

@@ -51,6 +51,7 @@ use mneme::memory::memory;
 use mneme::store::store;
 use mneme_http::{ApiError, json, require_bearer};
 use serde_json::json;
+use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request, StatusCode};
 use spin_sdk::http_service;
 
@@ -58,6 +59,10 @@ use spin_sdk::http_service;
 async fn handle(req: Request) -> impl IntoResponse {
     // The app's body limit holds whoever runs it (#24); a tick reads no body.
     if let Err(e) = mneme_http::refuse_declared_body(req.headers()) {
+        // Read and dropped first, so the client can read the 413 (D-F35).
+        if mneme_http::drains(mneme_http::declared_length(req.headers())) {
+            mneme_http::drain(req.into_body().stream(), 0, spin_sdk::time::sleep).await;
+        }
         return e.into_response();
     }
     let token = spin_sdk::variables::get("cron_token").await.ok();
@@ -68,8 +73,10 @@ async fn handle(req: Request) -> impl IntoResponse {
         return ApiError::method_not_allowed("POST").into_response();
     }
     let job = req.uri().path().strip_prefix("/tick/").unwrap_or("").to_string();
-    if job != "migrate" {
-        mneme_entry::schema::ensure().await;
+    if job != "migrate"
+        && let Err(e) = mneme_entry::schema::ensure().await
+    {
+        return ApiError::from_stage(e.code.name(), e.message).into_response();
     }
     let started = now_ms();
     let outcome = match job.as_str() {

@@ -5,9 +5,10 @@
 //! with no model configured it does not run, and the regulator works from
 //! the pressures it can measure without it.
 
-use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, Tier};
 use crate::mneme::router::router;
 use mneme_background::regulator::{self as rules, parse_reflection};
+use mneme_entry::model::{JsonAsk, Ledger, ModelPath, ask_json};
 use mneme_types::StageError;
 use mneme_types::routing::{ReflectionBusy, ReflectionStart, Regulation, Review};
 use serde_json::{Value, json};
@@ -44,25 +45,23 @@ pub async fn reflect(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Val
     };
     let mut reviews = Vec::new();
     let mut report = Vec::new();
+    let mut ledger = Ledger::default();
     for d in &batch.decisions {
         // The model reads the decision as JSON (prompts/routing-reflection.md).
         let input =
             serde_json::to_string(d).map_err(|e| mneme_types::StageError::internal(format!("a decision: {e}")))?;
-        let answer = llm::complete(CompletionRequest {
+        let ask = JsonAsk {
+            path: ModelPath::Reflection,
             tier: Tier::Primary,
             messages: mneme_entry::model::system_user(rules::REFLECTION_PROMPT, input),
-            max_tokens: Some(600),
-            temperature: Some(rules::REFLECTION_TEMPERATURE),
-            json: true,
+            schema: rules::reflection_schema(),
+            max_tokens: 600,
+            temperature: rules::REFLECTION_TEMPERATURE,
             timeout_ms: MODEL_TIMEOUT_MS,
-        })
-        .await;
-        let (reflection, source, error) = match answer {
-            Ok(c) => match parse_reflection(&c.text) {
-                Ok(r) => (Some(r), c.model, None),
-                Err(e) => (None, c.model, Some(format!("unreadable: {e}"))),
-            },
-            Err(e) => (None, String::new(), Some(format!("{}: {}", e.code, e.message))),
+        };
+        let (reflection, source, error) = match ask_json(&mut ledger, ask, clock(), parse_reflection).await {
+            Ok((r, c)) => (Some(r), c.model, None),
+            Err(why) => (None, String::new(), Some(why.to_string())),
         };
         report.push(json!({"id": d.id, "reflection": reflection, "error": error}));
         reviews.push(Review {
@@ -72,6 +71,7 @@ pub async fn reflect(now: u64, seed: u64, clock: impl Fn() -> u64) -> Result<Val
             source,
         });
     }
+    ledger.flush(None, clock()).await;
     let stored = router::reflect_finish(batch.claim, clock(), reviews).await?;
     Ok(json!({"due": true, "decisions": report, "stored": {"reflected": stored.reflected, "counted": stored.counted}}))
 }

@@ -5,13 +5,14 @@
 //! through one bounded ACT loop, checkpoints after every finished step, and
 //! ends the cycle: state, surfacing event, next jittered time.
 
-use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, Tier};
 use crate::mneme::tasks::tasks;
 use mneme_background::cycle::{self, Progress};
 use mneme_background::tasks::{ACT_PROMPT, STEPS_PER_CYCLE, Step, loop_limits, next_run};
 use mneme_conversation::act::{Action, Termination};
 use mneme_conversation::generate::ActResult;
 use mneme_entry::act::{ActLoop, Origin};
+use mneme_entry::model::{JsonAsk, Ledger, ModelPath, ask_json};
 use mneme_types::StageError;
 use mneme_types::tasks::{ClaimedTask, CycleClose, CycleStart};
 use serde_json::{Value, json};
@@ -71,8 +72,57 @@ async fn run_step(
     step: Option<&Step>,
     model: &llm::ModelStatus,
     lp: &mut Loop,
+    ledger: &mut Ledger,
 ) -> Result<StepRun, StageError> {
     if !model.configured {
+        return rule_step(goal, progress, step, lp).await;
+    }
+    let mut so_far: Vec<String> = Vec::new();
+    loop {
+        if lp.out_of_time() {
+            return Ok(StepRun {
+                finished: None,
+                coverage: None,
+                stop: Some("the tick's time budget is spent".into()),
+            });
+        }
+        let ask = JsonAsk {
+            path: ModelPath::TaskAct,
+            tier: Tier::Primary,
+            messages: mneme_entry::model::system_user(
+                ACT_PROMPT,
+                cycle::iteration_message(goal, progress, step.map(|s| s.id.as_str()), &so_far),
+            ),
+            schema: mneme_background::tasks::act_schema(),
+            max_tokens: 800,
+            temperature: 0.2,
+            timeout_ms: ITERATION_TIMEOUT_MS,
+        };
+        let it = match ask_json(ledger, ask, mneme_time::clock::system_ms(), cycle::parse_iteration).await {
+            Ok((it, _)) => it,
+            // Unreadable twice: the step's labelled rules, as with no model.
+            Err(why) if why.reason == "malformed" || why.reason == "empty" => {
+                return rule_step(goal, progress, step, lp).await;
+            }
+            Err(why) => {
+                return Ok(StepRun { finished: None, coverage: None, stop: Some(format!("the model failed: {why}")) });
+            }
+        };
+        if it.done || it.skip {
+            let result = if it.result.trim().is_empty() { so_far.join("\n") } else { it.result };
+            return Ok(StepRun { finished: Some((result, it.skip)), coverage: it.coverage, stop: None });
+        }
+        match lp.act(&it.actions).await? {
+            Ok(results) => so_far.extend(said(&results).into_iter().map(|(k, t)| format!("{k}: {t}"))),
+            Err(stop) => return Ok(StepRun { finished: None, coverage: it.coverage, stop: Some(stop) }),
+        }
+    }
+}
+
+/// A step by the labelled rules: the step's one action (or none for the
+/// gathering step, which reads what its dependencies found).
+async fn rule_step(goal: &str, progress: &Progress, step: Option<&Step>, lp: &mut Loop) -> Result<StepRun, StageError> {
+    {
         // The rules: the step's one action (or none for the gathering
         // step, which reads what its dependencies found), labelled.
         let plan = cycle::rule_actions(goal, step);
@@ -93,53 +143,7 @@ async fn run_step(
             })
             .unwrap_or_default();
         let result = cycle::rule_result(&said(&results), &deps);
-        return Ok(StepRun { finished: Some((result, false)), coverage: None, stop: None });
-    }
-    let mut so_far: Vec<String> = Vec::new();
-    loop {
-        if lp.out_of_time() {
-            return Ok(StepRun {
-                finished: None,
-                coverage: None,
-                stop: Some("the tick's time budget is spent".into()),
-            });
-        }
-        let answer = llm::complete(CompletionRequest {
-            tier: Tier::Primary,
-            messages: mneme_entry::model::system_user(
-                ACT_PROMPT,
-                cycle::iteration_message(goal, progress, step.map(|s| s.id.as_str()), &so_far),
-            ),
-            max_tokens: Some(800),
-            temperature: Some(0.2),
-            json: true,
-            timeout_ms: ITERATION_TIMEOUT_MS,
-        })
-        .await;
-        let it = match answer {
-            Err(e) => {
-                return Ok(StepRun {
-                    finished: None,
-                    coverage: None,
-                    stop: Some(format!("the model failed: {}", e.code)),
-                });
-            }
-            Ok(c) => match cycle::parse_iteration(&c.text) {
-                Ok(it) => it,
-                Err(e) => {
-                    let stop = Some(format!("the model's answer could not be read: {e}"));
-                    return Ok(StepRun { finished: None, coverage: None, stop });
-                }
-            },
-        };
-        if it.done || it.skip {
-            let result = if it.result.trim().is_empty() { so_far.join("\n") } else { it.result };
-            return Ok(StepRun { finished: Some((result, it.skip)), coverage: it.coverage, stop: None });
-        }
-        match lp.act(&it.actions).await? {
-            Ok(results) => so_far.extend(said(&results).into_iter().map(|(k, t)| format!("{k}: {t}"))),
-            Err(stop) => return Ok(StepRun { finished: None, coverage: it.coverage, stop: Some(stop) }),
-        }
+        Ok(StepRun { finished: Some((result, false)), coverage: None, stop: None })
     }
 }
 
@@ -195,8 +199,9 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
     let next = next_run(began_ms as i64, draw).max(0) as u64;
     let save =
         async |p: &Progress| tasks::checkpoint(id.clone(), claim.clone(), p.clone().into(), clock(), LEASE_MS).await;
+    let mut ledger = Ledger::default();
     if !progress.decomposed {
-        mneme_entry::tasks::decompose(&goal, &model, &mut progress).await;
+        mneme_entry::tasks::decompose(&goal, &model, &mut progress, &mut ledger, clock()).await;
         if let Err(e) = save(&progress).await {
             return abandon(&id, &claim, &progress, next, clock(), e).await;
         }
@@ -220,7 +225,7 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
             // The repeated-action rule is about one step going round in
             // circles: a recall in each of three steps is progress.
             lp.0.state.history.clear();
-            let run = run_step(&goal, &progress, Some(&step), &model, &mut lp).await?;
+            let run = run_step(&goal, &progress, Some(&step), &model, &mut lp, &mut ledger).await?;
             if let Some((result, skipped)) = &run.finished {
                 progress.finish_step(&step.id, result, *skipped);
                 if let Err(e) = save(&progress).await {
@@ -235,7 +240,7 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
             }
         }
     } else {
-        let run = run_step(&goal, &progress, None, &model, &mut lp).await?;
+        let run = run_step(&goal, &progress, None, &model, &mut lp, &mut ledger).await?;
         let (text, done) = run.finished.clone().map_or((String::new(), false), |(t, _)| (t, true));
         progress.record_flat(progress.cycles + 1, &text, run.coverage, done && model.configured);
         stop = run.stop;
@@ -243,6 +248,7 @@ pub async fn cycle(began_ms: u64, clock: impl Fn() -> u64, draw: f64) -> Result<
             ran.push(json!({"flat": true}));
         }
     }
+    ledger.flush(None, clock()).await;
     let summary = match (&stop, ran.len()) {
         (Some(s), 0) => Some(format!("nothing finished ({s})")),
         (s, n) => Some(format!(

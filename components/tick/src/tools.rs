@@ -10,13 +10,14 @@
 use crate::internal;
 use crate::mneme::act::act;
 use crate::mneme::commit::commit;
-use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, Tier};
 use mneme_conversation::Mode;
 use mneme_conversation::act::{Action, Limits};
 use mneme_conversation::context::Assembled;
 use mneme_conversation::generate::{self, ActResult, ReplySource};
 use mneme_conversation::tools::{self as rules, CriticStep, ToolReply};
 use mneme_entry::act::{ActLoop, Origin};
+use mneme_entry::model::{Fallback, JsonAsk, Ledger, ModelPath, ask_json};
 use mneme_entry::tool_job::ToolJob;
 use mneme_types::StageError;
 use mneme_types::conversation::{ClaimedToolJob, FinishedExchange};
@@ -36,13 +37,14 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
     let started = clock();
     let model = llm::status(CRITIC_TIMEOUT_MS).await;
     let mut done = Vec::new();
+    let mut ledger = Ledger::default();
     while clock().saturating_sub(started) < BUDGET_MS {
         let Some(claimed) = act::claim_tool_work(clock(), LEASE_MS).await? else { break };
         let job = &claimed.job;
         // One job's failure is that job's: it is failed (its error reaches
         // the principal) and the tick goes on; a lost claim is the other
         // worker's to finish.
-        let outcome = match run(&claimed, &model, &clock).await {
+        let outcome = match run(&claimed, &model, &clock, &mut ledger).await {
             Ok(entry) => entry,
             Err(e) if e.code == mneme_types::ErrorCode::LeaseLost => {
                 json!({"job_id": job.id, "status": "lost", "error": e.message})
@@ -58,6 +60,7 @@ pub async fn drain(clock: impl Fn() -> u64) -> Result<Value, StageError> {
         };
         done.push(outcome);
     }
+    ledger.flush(None, clock()).await;
     Ok(json!({"jobs": done}))
 }
 
@@ -66,6 +69,7 @@ async fn run(
     claimed: &ClaimedToolJob,
     model: &llm::ModelStatus,
     clock: &impl Fn() -> u64,
+    ledger: &mut Ledger,
 ) -> Result<Value, StageError> {
     let p: ToolJob =
         serde_json::from_str(&claimed.payload).map_err(|e| internal(format!("the tool job's payload: {e}")))?;
@@ -81,7 +85,11 @@ async fn run(
                     .await?;
             let consequential = outcome.consequential;
             let result: ActResult = outcome.result.into();
-            let step = if model.configured { critic(name, text, &result, consequential, retries).await? } else { None };
+            let step = if model.configured {
+                critic(name, text, &result, consequential, retries, ledger, clock()).await?
+            } else {
+                None
+            };
             results.push(result);
             match step {
                 None | Some((CriticStep::Keep, _)) => break,
@@ -126,7 +134,7 @@ async fn run(
     let (mode, reply, source) = match escalation {
         Some(question) => (Mode::Clarify, question, "critic-escalation"),
         None => {
-            let (t, src) = reply_text(ctx, text, &results).await;
+            let (t, src) = reply_text(ctx, text, &results, ledger, clock()).await;
             (Mode::Respond, t, if src == ReplySource::Model { "model" } else { "rule-based" })
         }
     };
@@ -184,6 +192,8 @@ async fn critic(
     result: &ActResult,
     consequential: bool,
     retries: usize,
+    ledger: &mut Ledger,
+    now_ms: u64,
 ) -> Result<Option<(CriticStep, f64)>, StageError> {
     let threshold = act::critic_rate(name.to_string(), None).await?.threshold;
     if !rules::critic_applies(&result.status, result.confidence, threshold) {
@@ -194,29 +204,50 @@ async fn critic(
         if consequential { "consequential" } else { "safe to retry" },
         result.result
     );
-    let answer = llm::complete(CompletionRequest {
+    let ask = JsonAsk {
+        path: ModelPath::ActCritic,
         tier: Tier::Light,
         messages: mneme_entry::model::system_user(CRITIC_PROMPT, user),
-        max_tokens: Some(200),
-        temperature: Some(0.0),
-        json: true,
+        schema: rules::critic_schema(),
+        max_tokens: 200,
+        temperature: 0.0,
         timeout_ms: CRITIC_TIMEOUT_MS,
-    })
-    .await;
+    };
+    let readable = |t: &str| mneme_llm::extract_json(t).map(|_| t.to_string()).map_err(|e| e.to_string());
+    let answer = ask_json(ledger, ask, now_ms, readable).await;
     // Any failure of the critic counts as verified.
-    let verdict = rules::parse_verdict(answer.as_ref().ok().map(|c| c.text.as_str()));
+    let verdict = rules::parse_verdict(answer.as_ref().ok().map(|(t, _)| t.as_str()));
     act::critic_rate(name.to_string(), Some(!verdict.verified)).await?;
     Ok(Some((rules::critic_step(&verdict, consequential, retries), rules::CRITIC_FATIGUE)))
 }
 
 /// The reply over the tools' results: the primary model, else the labelled
 /// rules.
-async fn reply_text(ctx: &Assembled, text: &str, results: &[ActResult]) -> (String, ReplySource) {
+async fn reply_text(
+    ctx: &Assembled,
+    text: &str,
+    results: &[ActResult],
+    ledger: &mut Ledger,
+    now_ms: u64,
+) -> (String, ReplySource) {
     let messages = mneme_entry::model::messages(generate::messages(Mode::Respond, ctx, text, results));
+    let started = std::time::Instant::now();
     let answer = llm::complete(mneme_entry::model::reply_request(messages)).await;
+    ledger.call(ModelPath::ToolReply, &answer, started);
     match answer {
-        Ok(c) if !generate::clean(&c.text).is_empty() => (generate::clean(&c.text), ReplySource::Model),
-        Ok(_) => (generate::fallback(Mode::Respond, ctx, text, results, "empty answer"), ReplySource::RuleBased),
-        Err(e) => (generate::fallback(Mode::Respond, ctx, text, results, e.code.name()), ReplySource::RuleBased),
+        Ok(c) if !generate::clean(&c.text).is_empty() => {
+            ledger.answered(ModelPath::ToolReply);
+            (generate::clean(&c.text), ReplySource::Model)
+        }
+        Ok(_) => {
+            let why = Fallback { reason: "empty".into(), detail: "the model answered nothing".into() };
+            ledger.fell_back(ModelPath::ToolReply, &why, now_ms);
+            (generate::fallback(Mode::Respond, ctx, text, results, "empty answer"), ReplySource::RuleBased)
+        }
+        Err(e) => {
+            let why = Fallback { reason: e.code.name().into(), detail: e.message.clone() };
+            ledger.fell_back(ModelPath::ToolReply, &why, now_ms);
+            (generate::fallback(Mode::Respond, ctx, text, results, e.code.name()), ReplySource::RuleBased)
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! pages hold no data; everything they show comes from the API after
 //! sign-in. Each answer carries an ETag, so a browser revalidates cheaply.
 
+use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{IntoResponse, Method, Request};
 use spin_sdk::http_service;
 
@@ -48,7 +49,10 @@ const HASHES: [u64; ASSETS.len()] = {
 
 fn error(status: u16, code: &str, message: &str, allow: Option<&str>) -> Reply {
     let body = format!(r#"{{"error":{{"code":"{code}","message":"{message}"}}}}"#);
-    let mut b = spin_sdk::http::Response::builder().status(status).header("content-type", "application/json");
+    let mut b = spin_sdk::http::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("content-length", body.len());
     if let Some(a) = allow {
         b = b.header("allow", a);
     }
@@ -59,9 +63,12 @@ fn error(status: u16, code: &str, message: &str, allow: Option<&str>) -> Reply {
 async fn handle(req: Request) -> Reply {
     // The app's body limit (4 MiB, openapi.yaml) holds whoever runs it
     // (#24); no asset takes a body.
-    let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > 4 << 20) {
-        return error(413, "payload-too-large", "the request body is over the 4194304-byte limit", None);
+    if let Err(e) = mneme_http::refuse_declared_body(req.headers()) {
+        // Read and dropped first, so the client can read the 413 (D-F35).
+        if mneme_http::drains(mneme_http::declared_length(req.headers())) {
+            mneme_http::drain(req.into_body().stream(), 0, spin_sdk::time::sleep).await;
+        }
+        return error(413, &e.code, &e.message, None);
     }
     let path = req.uri().path();
     let Some(((_, kind, bytes), hash)) = ASSETS.iter().zip(HASHES).find(|((p, _, _), _)| *p == path) else {

@@ -15,6 +15,77 @@ pub const SEMANTIC_QUEUE: &str = "semantic_consolidation_queue";
 pub const CHUNKER_PROMPT: &str = include_str!("../../../prompts/memory-chunker.md");
 pub const EPISODE_PROMPT: &str = include_str!("../../../prompts/episodic-memory.md");
 pub const SEMANTIC_PROMPT: &str = include_str!("../../../prompts/semantic-extract.md");
+
+fn closed(properties: serde_json::Value) -> serde_json::Value {
+    let required: Vec<String> = properties.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+    serde_json::json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+fn bounded_text(max: usize) -> serde_json::Value {
+    serde_json::json!({"type": "string", "maxLength": max})
+}
+
+/// The JSON Schema of the chunker's answer (D-L2).
+pub fn chunk_schema() -> String {
+    closed(serde_json::json!({
+        "gists": {"type": "array", "maxItems": 6, "items": closed(serde_json::json!({
+            "type": {"enum": ["decision", "intent", "preference", "uncertainty", "fact", "commitment"]},
+            "content": bounded_text(300),
+            "confidence": {"type": "integer"},
+        }))},
+        "facts": {"type": "array", "maxItems": 6, "items": closed(serde_json::json!({
+            "key": bounded_text(60),
+            "value": bounded_text(200),
+            "confidence": {"type": "integer"},
+        }))},
+        "emotion": closed(serde_json::json!({"type": bounded_text(30), "intensity": {"type": "number"}})),
+    }))
+    .to_string()
+}
+
+/// The JSON Schema of the episode builder's answer (D-L2).
+pub fn episode_schema() -> String {
+    closed(serde_json::json!({
+        "intent": closed(serde_json::json!({"type": bounded_text(40), "direction": bounded_text(200)})),
+        "context": closed(serde_json::json!({
+            "situational": bounded_text(300),
+            "conversational": bounded_text(300),
+            "constraints": {"type": "array", "items": bounded_text(120), "maxItems": 5},
+        })),
+        "action": bounded_text(300),
+        "emotion": closed(serde_json::json!({
+            "type": bounded_text(30), "valence": {"type": "number"}, "intensity": {"type": "number"}, "arc": bounded_text(30),
+        })),
+        "outcome": bounded_text(300),
+        "gist": bounded_text(400),
+        "salience_factors": closed(serde_json::json!({
+            "novelty": {"type": "integer"}, "emotional": {"type": "integer"},
+            "commitment": {"type": "integer"}, "unresolved": {"type": "boolean"},
+        })),
+        "open_loops": {"type": "array", "items": bounded_text(120), "maxItems": 5},
+    }))
+    .to_string()
+}
+
+/// The JSON Schema of semantic extraction's answer (D-L2).
+pub fn semantic_schema() -> String {
+    closed(serde_json::json!({
+        "concepts": {"type": "array", "maxItems": 10, "items": closed(serde_json::json!({
+            "name": bounded_text(60),
+            "type": {"enum": ["person", "place", "project", "idea", "preference", "skill", "object", "event"]},
+            "definition": bounded_text(300),
+            "domain": {"enum": ["work", "health", "family", "finance", "learning", "leisure", "general"]},
+            "abstraction_level": {"type": "integer"},
+        }))},
+        "relationships": {"type": "array", "maxItems": 15, "items": closed(serde_json::json!({
+            "source": bounded_text(60),
+            "target": bounded_text(60),
+            "type": {"enum": ["part_of", "causes", "supports", "contrasts", "used_for", "related_to"]},
+            "strength": {"type": "number"},
+        }))},
+    }))
+    .to_string()
+}
 /// The chunker's confidence gate for gists (0–10); the reference's
 /// memory-chunker setting.
 pub const CHUNKER_MIN_CONFIDENCE: u8 = 5;

@@ -169,6 +169,20 @@ impl Thought {
 /// The thought prompt (the user message; soul is the system prompt) and
 /// its temperature (the reference's).
 pub const PROMPT: &str = include_str!("../../../prompts/cognitive-drift.md");
+
+/// The JSON Schema of a drift thought (D-L2).
+pub fn schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "type": {"enum": ["reflection", "question", "hypothesis", "insight"]},
+            "content": {"type": "string", "maxLength": 400},
+        },
+        "required": ["type", "content"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
 pub const TEMPERATURE: f32 = 0.8;
 pub const MAX_TOKENS: u32 = 300;
 

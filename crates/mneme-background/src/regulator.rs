@@ -320,6 +320,39 @@ pub const REFLECTION_GAP_MS: i64 = 30 * 60_000;
 pub const REFLECTION_BATCH: usize = 5;
 pub const REFLECTION_POOL: i64 = 50;
 pub const REFLECTION_PROMPT: &str = include_str!("../../../prompts/routing-reflection.md");
+
+/// The JSON Schema of a routing reflection (D-L2).
+pub fn reflection_schema() -> String {
+    let modes = serde_json::json!(["RESPOND", "CLARIFY", "ACT", "ACKNOWLEDGE", "IGNORE"]);
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "ambiguity_level": {"enum": ["low", "medium", "high"]},
+            "uncertainty_dimensions": {
+                "type": "array",
+                "maxItems": 5,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "dimension": {"enum": ["memory_availability", "intent_clarity", "tone_ambiguity",
+                                               "context_sufficiency", "social_vs_substantive"]},
+                        "description": {"type": "string", "maxLength": 300},
+                        "affected_modes": {"type": "array", "items": {"enum": modes}, "maxItems": 5},
+                        "signal_gap": {"type": "string", "maxLength": 200},
+                    },
+                    "required": ["dimension", "description", "affected_modes", "signal_gap"],
+                    "additionalProperties": false,
+                },
+            },
+            "agree_with_decision": {"type": "boolean"},
+            "suggested_mode": {"enum": ["RESPOND", "CLARIFY", "ACT", "ACKNOWLEDGE", "IGNORE", null]},
+            "confidence": {"type": "number"},
+        },
+        "required": ["ambiguity_level", "uncertainty_dimensions", "agree_with_decision", "suggested_mode", "confidence"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
 pub const REFLECTION_TEMPERATURE: f32 = 0.3;
 /// A reflection counts only at this confidence or more.
 pub const REFLECTION_MIN_CONFIDENCE: f64 = 0.7;

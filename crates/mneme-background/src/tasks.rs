@@ -40,6 +40,63 @@ pub const PLAN_PROMPT: &str = include_str!("../../../prompts/plan-decomposition.
 /// The prompt of one task iteration.
 pub const ACT_PROMPT: &str = include_str!("../../../prompts/persistent-task-act.md");
 
+/// The JSON Schema of a decomposition (D-L2): two to eight steps.
+pub fn plan_schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "steps": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 8,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "maxLength": 8},
+                        "description": {"type": "string", "maxLength": 300},
+                        "depends_on": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 7},
+                    },
+                    "required": ["id", "description", "depends_on"],
+                    "additionalProperties": false,
+                },
+            },
+            "confidence": {"type": "number"},
+        },
+        "required": ["steps", "confidence"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
+/// The JSON Schema of a worker iteration's answer (D-L2): up to three of
+/// the background skills, each with its own parameters.
+pub fn act_schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "actions": {
+                "type": "array",
+                "maxItems": 3,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "type": {"enum": ["recall", "memorize", "introspect", "associate"]},
+                        "params": {"type": "object", "additionalProperties": true},
+                    },
+                    "required": ["type", "params"],
+                    "additionalProperties": false,
+                },
+            },
+            "done": {"type": "boolean"},
+            "result": {"type": "string", "maxLength": 1500},
+            "coverage": {"type": "number"},
+        },
+        "required": ["actions", "done", "result", "coverage"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
 /// A cycle's ACT loop: the design's 5 iterations and 30 minutes
 /// cumulative, with the interactive loop's fatigue model; the budget is the
 /// reference's for tasks (15.0).

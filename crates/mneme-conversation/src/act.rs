@@ -10,6 +10,37 @@ use serde::{Deserialize, Serialize};
 /// The ACT planning prompt (design: `frontal-cortex-act.md`).
 pub const PROMPT: &str = include_str!("../../../prompts/frontal-cortex-act.md");
 
+/// The innate actions an ACT plan may name.
+pub const ACTIONS: [&str; 8] =
+    ["recall", "memorize", "introspect", "associate", "schedule", "list", "focus", "persistent_task"];
+
+/// The JSON Schema of an ACT plan (D-L2): `{"actions": [{type, params}]}`,
+/// at most five actions; each action's parameters are its own (the prompt
+/// lists them), so `params` is any object.
+pub fn schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "actions": {
+                "type": "array",
+                "maxItems": 5,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "type": {"enum": ACTIONS},
+                        "params": {"type": "object", "additionalProperties": true},
+                    },
+                    "required": ["type", "params"],
+                    "additionalProperties": false,
+                },
+            },
+        },
+        "required": ["actions"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
     pub cumulative_timeout_ms: u64,
@@ -83,6 +114,29 @@ pub fn result_confidence(kind: &str, status: &str, result: &str) -> f64 {
     }
 }
 
+/// The verb (`params.action`) an innate action takes when its plan names
+/// none: a reminder is created, a list shown, a focus session and the
+/// tasks looked at.
+pub fn default_verb(kind: &str) -> Option<&'static str> {
+    match kind {
+        "schedule" => Some("create"),
+        "list" => Some("view"),
+        "focus" => Some("check"),
+        "persistent_task" => Some("list"),
+        _ => None,
+    }
+}
+
+/// The verb `action` runs with: its `params.action`, else its default.
+pub fn verb(action: &Action) -> Option<String> {
+    action
+        .params
+        .get("action")
+        .and_then(|v| v.as_str())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .or_else(|| default_verb(&action.kind).map(String::from))
+}
+
 /// Maps the aliases models use to the innate action names.
 pub fn canonical(kind: &str) -> String {
     let k = kind.trim().to_ascii_lowercase();
@@ -121,6 +175,45 @@ pub fn parse_plan(text: &str) -> Result<Vec<Action>, String> {
         out.push(Action { kind, params });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod reconcile_tests {
+    use super::*;
+
+    fn action(v: serde_json::Value) -> Action {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_rules_fill_what_the_model_left_out_and_fix_a_reminders_time() {
+        let rules = vec![
+            action(serde_json::json!({"type": "recall", "params": {"query": "x"}})),
+            action(
+                serde_json::json!({"type": "schedule", "params": {"action": "create", "message": "call the dentist",
+                "due_at": "2026-11-30T09:00:00Z"}}),
+            ),
+        ];
+        // The model planned nothing: the reminder is added, the recall not.
+        let (plan, notes) = reconcile(vec![], &rules, true);
+        assert_eq!(plan, vec![rules[1].clone()]);
+        assert_eq!(notes, vec!["added the rules' schedule (create)"]);
+        // The model's reminder with a guessed date takes the rules' time.
+        let model = vec![action(serde_json::json!({"type": "schedule", "params": {"message": "Call dentist",
+            "due_at": "2023-05-01T09:00:00", "recurrence": "daily"}}))];
+        let (plan, notes) = reconcile(model, &rules, true);
+        assert_eq!(plan[0].params["due_at"], "2026-11-30T09:00:00Z");
+        assert_eq!(plan[0].params["message"], "call the dentist");
+        assert!(!plan[0].params.contains_key("recurrence"));
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        // A listing is not a creation: the rules' reminder is added beside it.
+        let model = vec![action(serde_json::json!({"type": "schedule", "params": {"action": "list"}}))];
+        assert_eq!(reconcile(model.clone(), &rules, true).0.len(), 2);
+        assert_eq!(reconcile(model, &rules, false).0.len(), 1, "later iterations add nothing");
+        // Agreement changes nothing.
+        let (plan, notes) = reconcile(vec![rules[1].clone()], &rules, true);
+        assert_eq!((plan, notes.len()), (vec![rules[1].clone()], 0));
+    }
 }
 
 static LIST_ADD: std::sync::LazyLock<regex_lite::Regex> = std::sync::LazyLock::new(|| {
@@ -210,6 +303,51 @@ pub fn rule_plan(text: &str, skills: &[String], iteration: u32, now_ms: u64, zon
         }
     }
     plan
+}
+
+/// A model's first plan set against the rules' reading of the same
+/// message (D-L4): an action the rules read off the message that the
+/// model left out is added, and a reminder the model plans to create takes
+/// the rules' time, text and recurrence when the rules read a time, since
+/// a model's date arithmetic is not to be trusted and the rules read in the
+/// principal's zone. Only the first iteration adds what was left out (the
+/// rules' actions have run by the next); every iteration's reminders take
+/// the rules' reading. Returns the plan and what was changed, for the log.
+pub fn reconcile(model: Vec<Action>, rules: &[Action], first: bool) -> (Vec<Action>, Vec<String>) {
+    let mut plan = model;
+    let mut notes = Vec::new();
+    for r in rules.iter().filter(|r| r.kind != "recall") {
+        let rule_verb = verb(r);
+        let same = plan.iter().position(|a| a.kind == r.kind && verb(a) == rule_verb);
+        match same {
+            None if !first => {}
+            None => {
+                notes.push(format!("added the rules' {} ({})", r.kind, rule_verb.as_deref().unwrap_or("-")));
+                plan.push(r.clone());
+            }
+            Some(i)
+                if r.kind == "schedule"
+                    && rule_verb.as_deref() == Some("create")
+                    && r.params.contains_key("due_at") =>
+            {
+                let a = &mut plan[i];
+                for key in ["due_at", "message", "recurrence"] {
+                    match r.params.get(key) {
+                        Some(v) if a.params.get(key) != Some(v) => {
+                            a.params.insert(key.into(), v.clone());
+                            notes.push(format!("the reminder's {key} as the rules read it"));
+                        }
+                        None if key == "recurrence" && a.params.remove(key).is_some() => {
+                            notes.push("the reminder does not repeat".into());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    (plan, notes)
 }
 
 /// The `schedule` action a message asks for without a model (D-C31): the

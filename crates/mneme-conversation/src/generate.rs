@@ -1,6 +1,7 @@
-//! Path C, step 5: generation. The system prompt is the soul, the identity
-//! core and the mode's prompt (design 002 §4), followed by the assembled
-//! context; working memory follows as chat turns. Replies are plain text so
+//! Path C, step 5: generation. The prompt is the soul, the identity core
+//! and the mode's prompt (design 002 §4) with the assembled context and
+//! working memory's turns, ordered for the endpoint's prefix cache (see
+//! [`messages`]). Replies are plain text so
 //! they can stream token by token (D-C10). With no model, or when the model
 //! fails, the reply is built by rules from what memory holds and says so.
 
@@ -42,7 +43,12 @@ pub struct ActResult {
     pub confidence: f64,
 }
 
-/// The chat messages for generating a reply in `mode`.
+/// The chat messages for generating a reply in `mode`, stable part first
+/// so an endpoint that caches a prompt's prefix serves it again (#49 item
+/// 5): the soul and the identity core as the first system message (the
+/// same for every reply), working memory's turns (the same as the last
+/// reply's, one exchange longer), then a second system message with the
+/// mode's prompt and the assembled context, and the message last.
 pub fn messages(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult]) -> Vec<mneme_llm::Message> {
     use mneme_llm::{Message, Role};
     let mode_prompt = match mode {
@@ -50,9 +56,7 @@ pub fn messages(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult]) -> V
         Mode::Acknowledge => ACKNOWLEDGE,
         _ => RESPOND,
     };
-    let mut system = format!("{}\n{}\n{}", SOUL.trim(), IDENTITY_CORE.trim(), mode_prompt.trim());
-    system.push_str(&context_section(ctx, act));
-    let mut out = vec![Message::new(Role::System, system)];
+    let mut out = vec![Message::new(Role::System, format!("{}\n{}", SOUL.trim(), IDENTITY_CORE.trim()))];
     for t in &ctx.turns {
         if t.content.is_empty() {
             continue;
@@ -60,6 +64,9 @@ pub fn messages(mode: Mode, ctx: &Assembled, text: &str, act: &[ActResult]) -> V
         let role = if t.role == "assistant" { Role::Assistant } else { Role::User };
         out.push(Message::new(role, t.content.clone()));
     }
+    let mut now = mode_prompt.trim().to_string();
+    now.push_str(&context_section(ctx, act));
+    out.push(Message::new(Role::System, now));
     out.push(Message::new(Role::User, text));
     out
 }
@@ -98,7 +105,7 @@ fn context_section(ctx: &Assembled, act: &[ActResult]) -> String {
         }
     }
     if !act.is_empty() {
-        s.push_str("\n## Actions taken for this message\n");
+        s.push_str("\n## Results of the actions you ran for this message\n");
         for r in act {
             s.push_str(&format!("- {} ({}): {}\n", r.action_type, r.status, r.result));
         }
@@ -247,19 +254,23 @@ mod tests {
     }
 
     #[test]
-    fn prompt_is_soul_identity_mode_then_context_then_turns() {
+    fn prompt_is_soul_and_identity_then_turns_then_mode_and_context_then_the_message() {
         let m = messages(Mode::Clarify, &ctx(), "which tea?", &[]);
-        let sys = &m[0].content;
-        assert!(sys.starts_with(SOUL.trim()));
-        assert!(sys.contains("Mode: CLARIFY"));
+        // The stable part: the same first message whatever the mode or context.
+        assert_eq!(m[0].content, format!("{}\n{}", SOUL.trim(), IDENTITY_CORE.trim()));
+        assert_eq!(m[0].content, messages(Mode::Respond, &Assembled::default(), "hi", &[])[0].content);
+        // Working memory's turns, then the mode and the context, then the message.
+        assert_eq!(m.len(), 5);
+        assert_eq!((m[1].role, m[2].role), (mneme_llm::Role::User, mneme_llm::Role::Assistant));
+        let sys = &m[3].content;
+        assert!(sys.starts_with("Mode: CLARIFY"), "{sys}");
         assert!(sys.contains("favourite_tea: oolong"));
         assert!(sys.contains("name: Sam"));
         assert!(!sys.contains("## Memories"), "no section without memories");
         let with = Assembled { memories: vec!["[episode] Tasted oolongs in Taipei.".into()], ..ctx() };
-        let sys = &messages(Mode::Respond, &with, "which tea?", &[])[0].content;
+        let sys = &messages(Mode::Respond, &with, "which tea?", &[])[3].content;
         assert!(sys.contains("\n## Memories\n- [episode] Tasted oolongs in Taipei.\n"), "{sys}");
-        assert_eq!(m.len(), 4);
-        assert_eq!(m[3].content, "which tea?");
+        assert_eq!(m[4].content, "which tea?");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod act;
 pub mod context;
 pub mod generate;
+pub mod honesty;
 pub mod identity;
 pub mod intent;
 pub mod mode;

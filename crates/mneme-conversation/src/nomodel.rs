@@ -184,7 +184,7 @@ mod tests {
         }
         let intent = intent::classify(text, 0.0);
         let signals = router::signals(text, &ContextView::default(), &intent);
-        let d = router::route(&signals, &Weights::default(), None, &[], true);
+        let d = router::route(&signals, &Weights::default(), None, &[], true, &[]);
         settle(d.mode, text)
     }
 
@@ -206,7 +206,7 @@ mod tests {
         ("What should I cook for dinner tonight with leeks and potatoes?", Mode::Respond),
         ("Give me three ideas for a birthday present for my father", Mode::Respond),
         ("Is it better to run in the morning or the evening?", Mode::Respond),
-        ("what did I say about my sister?", Mode::Respond),
+        ("what did I say about my sister?", Mode::Act),
         ("Help me plan a weekend in Lisbon", Mode::Respond),
         ("Compare Rust and Go for a web server", Mode::Respond),
         ("What does the word ephemeral mean?", Mode::Respond),

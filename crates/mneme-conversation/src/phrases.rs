@@ -25,11 +25,29 @@ static CANCEL: LazyLock<Regex> = LazyLock::new(|| {
 /// "cancel", unless it names something to cancel (a reminder, a task…), which
 /// is a request for the scheduler, not a social exit.
 static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)\bcancel\b").unwrap());
+/// What "cancel" can name when it asks for something to be cancelled,
+/// not for the conversation to stop: "cancel my reminder", "cancel my
+/// Netflix subscription". Each also in the plural.
+pub const CANCEL_OBJECTS: &[&str] = &[
+    "reminder",
+    "alarm",
+    "schedule",
+    "task",
+    "notification",
+    "event",
+    "recurring",
+    "appointment",
+    "meeting",
+    "subscription",
+    "membership",
+    "order",
+    "booking",
+    "reservation",
+    "plan",
+    "account",
+];
 static CANCEL_OBJECT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\bcancel\s+((my|all|the|a|this|that)\s+)?(reminders?|alarms?|schedules?|tasks?|notifications?|events?|recurring|appointments?)\b",
-    )
-    .unwrap()
+    Regex::new(&format!(r"(?i)\bcancel\s+(?:[\w'’-]+\s+){{0,3}}({})s?\b", CANCEL_OBJECTS.join("|"))).unwrap()
 });
 static SELF_RESOLVED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(

@@ -19,6 +19,17 @@ pub const TIEBREAKER_PROMPT: &str = include_str!("../../../prompts/mode-tiebreak
 /// The tie-breaker's budget on the light model.
 pub const TIEBREAKER_TIMEOUT_MS: u32 = 500;
 
+/// The JSON Schema of the tie-breaker's answer (D-L2): `{"choice": "A"|"B"}`.
+pub fn tiebreak_schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"choice": {"enum": ["A", "B"]}},
+        "required": ["choice"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
 /// Everything the router looks at: the design's 18 signals plus memory
 /// confidence and the session's exchange count, and the focus distraction
 /// it logs without scoring.
@@ -299,7 +310,14 @@ pub fn scores(s: &Signals, w: &Weights, previous_mode: Option<Mode>) -> BTreeMap
 /// The top two modes, best first; ties go to the earlier mode of
 /// [`Mode::ROUTED`].
 pub fn top_two(scores: &BTreeMap<Mode, f64>) -> ((Mode, f64), (Mode, f64)) {
-    let mut ranked: Vec<(Mode, f64)> = Mode::ROUTED.iter().filter_map(|m| scores.get(m).map(|s| (*m, *s))).collect();
+    top_two_of(scores, &[])
+}
+
+/// [`top_two`] among the modes not in `excluded` (at least two are left:
+/// triage excludes at most two of the five).
+pub fn top_two_of(scores: &BTreeMap<Mode, f64>, excluded: &[Mode]) -> ((Mode, f64), (Mode, f64)) {
+    let mut ranked: Vec<(Mode, f64)> =
+        Mode::ROUTED.iter().filter(|m| !excluded.contains(m)).filter_map(|m| scores.get(m).map(|s| (*m, *s))).collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
     (ranked[0], ranked[1])
 }
@@ -340,6 +358,9 @@ pub struct Decision {
     pub effective_margin: f64,
     /// The two modes to put to the tie-breaker, when it is needed.
     pub tiebreak: Option<(Mode, Mode)>,
+    /// Modes triage settled against (D-L5), left out of the decision.
+    #[serde(default)]
+    pub excluded: Vec<Mode>,
 }
 
 /// Routes one message. The tie-breaker is wanted when the relative margin is
@@ -351,13 +372,28 @@ pub fn route(
     previous_mode: Option<Mode>,
     recent_confidences: &[f64],
     skip_tiebreaker: bool,
+    excluded: &[Mode],
 ) -> Decision {
     let scores = scores(s, w, previous_mode);
-    let ((top, ts), (second, ss)) = top_two(&scores);
+    let ((top, ts), (second, ss)) = top_two_of(&scores, excluded);
     let margin = margin(ts, ss);
     let effective_margin = effective_margin(s, w, recent_confidences);
     let tiebreak = (margin < effective_margin && top != Mode::Ignore && !skip_tiebreaker).then_some((top, second));
-    Decision { mode: top, scores, margin, effective_margin, tiebreak }
+    Decision { mode: top, scores, margin, effective_margin, tiebreak, excluded: excluded.to_vec() }
+}
+
+/// The modes a triage decision settles against (D-L5): a triage that the
+/// model answered, or that the rules settled, leaves the router its mode
+/// and the social ones. RESPOND takes ACT and CLARIFY off the table,
+/// CLARIFY takes ACT and RESPOND; an unsure triage (the heuristic after a
+/// model that failed or ran out of time) leaves the router every mode, as
+/// the design has it.
+pub fn excluded_by_triage(mode: Mode, settled: bool) -> Vec<Mode> {
+    match (settled, mode) {
+        (true, Mode::Respond) => vec![Mode::Act, Mode::Clarify],
+        (true, Mode::Clarify) => vec![Mode::Act, Mode::Respond],
+        _ => Vec::new(),
+    }
 }
 
 /// The tie-breaker's user message: the two candidates and a context summary.
@@ -402,7 +438,7 @@ mod tests {
 
     fn decide(text: &str, c: &ContextView) -> Decision {
         let i = intent::classify(text, c.warmth);
-        route(&signals(text, c, &i), &Weights::default(), None, &[], false)
+        route(&signals(text, c, &i), &Weights::default(), None, &[], false, &[])
     }
 
     #[test]
@@ -505,7 +541,7 @@ mod tests {
         let with_clarify = |c: f64| {
             let mut w = w.clone();
             w.base.insert(Mode::Clarify, c);
-            route(&s, &w, None, &[], false)
+            route(&s, &w, None, &[], false, &[])
         };
         let at = with_clarify(0.43); // (0.5 − 0.43) / 0.5 = 0.14: not inside
         assert_eq!((at.margin, at.tiebreak), (0.14, None));
@@ -521,11 +557,21 @@ mod tests {
                 },
                 None,
                 &[],
-                true
+                true,
+                &[]
             )
             .tiebreak,
             None
         );
+        // Triage's exclusions take modes off the decision and the tie-break
+        // (D-L5), and their scores stay in the log.
+        let d = route(&s, &w, None, &[], false, &excluded_by_triage(Mode::Respond, true));
+        assert!(d.mode != Mode::Act && d.mode != Mode::Clarify, "{d:?}");
+        assert!(d.tiebreak.is_none_or(|(a, b)| ![a, b].contains(&Mode::Act) && ![a, b].contains(&Mode::Clarify)));
+        assert_eq!(d.scores.len(), 5);
+        assert_eq!(d.excluded, vec![Mode::Act, Mode::Clarify]);
+        assert!(excluded_by_triage(Mode::Respond, false).is_empty(), "an unsure triage leaves every mode");
+        assert_eq!(excluded_by_triage(Mode::Clarify, true), vec![Mode::Act, Mode::Respond]);
     }
 
     #[test]

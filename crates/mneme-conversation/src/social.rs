@@ -324,7 +324,7 @@ fn clause_kind(c: &[String]) -> Clause {
         return Clause::Interjection;
     }
     if cancel_phrase(c)
-        && !CANCEL_OBJECT_WORDS.iter().any(|o| c.iter().any(|w| w == o))
+        && !c.iter().any(|w| crate::phrases::CANCEL_OBJECTS.iter().any(|o| w == o || w.strip_suffix('s') == Some(o)))
         && all_in(&[CANCEL_WORDS, CANCEL_FILLER, REASON])
     {
         return Clause::Cancel;
@@ -337,28 +337,6 @@ fn clause_kind(c: &[String]) -> Clause {
     }
     Clause::Other
 }
-
-/// Things a principal may ask to cancel (a scheduler request, not a
-/// social exit), as in [`crate::phrases`].
-const CANCEL_OBJECT_WORDS: &[&str] = &[
-    "reminder",
-    "reminders",
-    "alarm",
-    "alarms",
-    "schedule",
-    "schedules",
-    "task",
-    "tasks",
-    "notification",
-    "notifications",
-    "event",
-    "events",
-    "recurring",
-    "appointment",
-    "appointments",
-    "meeting",
-    "subscription",
-];
 
 /// A greeting with nothing after it but more greeting, thanks or a short
 /// "how are you" (a question of at most three words).

@@ -191,6 +191,23 @@ impl Verdict {
     }
 }
 
+/// The JSON Schema of the critic's verdict (D-L2): `verified`, and when
+/// it is false the severity, the issue and a correction (null when none).
+pub fn critic_schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "verified": {"type": "boolean"},
+            "severity": {"enum": ["minor", "major", null]},
+            "issue": {"type": ["string", "null"]},
+            "correction": {"type": ["string", "null"]},
+        },
+        "required": ["verified", "severity", "issue", "correction"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
 /// Reads the critic's answer: JSON (fenced or not), then a text heuristic
 /// ("incorrect", "wrong", "error", "mismatch" → not verified, minor); any
 /// other answer, or none, counts as verified.

@@ -10,8 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::mode::Mode;
 
-/// The triage model's budget.
+/// The triage model's budget (the design's, for a fast hosted model; a
+/// deployment sets `llm_light_timeout_ms` for a slower one, D-L5).
 pub const TIMEOUT_MS: u32 = 500;
+/// The start of `fallback_reason` when the rules settled triage without
+/// asking the model (D-L5).
+pub const SETTLED: &str = "settled by rules: ";
+/// The self-evaluation override for a pointer with nothing to point at.
+pub const UNRESOLVED: &str = "clarify_unresolved_reference";
 /// The triage prompt (design: `cognitive-triage.md`).
 pub const PROMPT: &str = include_str!("../../../prompts/cognitive-triage.md");
 /// Innate skills, the only skill names triage may return.
@@ -21,6 +27,25 @@ pub const SKILLS: [&str; 8] =
 pub const PRIMITIVES: [&str; 3] = ["recall", "memorize", "introspect"];
 /// At most this many contextual skills, and this many tools.
 pub const MAX_CONTEXTUAL: usize = 3;
+
+/// The JSON Schema of the triage answer (D-L2, D-L5): the mode, the
+/// skills and the tools. The design's three confidences are left out: a
+/// CPU model writes each field token by token, and these tripled a
+/// triage's length for no better route (BENCHMARKS, "A real model"); the
+/// parse gives them their defaults.
+pub fn schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "mode": {"enum": ["RESPOND", "CLARIFY", "ACT"]},
+            "skills": {"type": "array", "items": {"enum": SKILLS}, "maxItems": MAX_CONTEXTUAL},
+            "tools": {"type": "array", "items": {"type": "string", "maxLength": 60}, "maxItems": MAX_CONTEXTUAL},
+        },
+        "required": ["mode", "skills", "tools"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
 
 /// Where a triaged message goes next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,21 +120,34 @@ pub struct Triage {
     pub overrides: Vec<String>,
 }
 
-/// The user message of the triage call: the inputs the design lists.
+/// The user message of the triage call: the message as it is, after the
+/// last turns of the conversation and the principal's tools when there are
+/// any (D-L5). The model read the design's JSON of signals (warmth, memory
+/// confidence, counts at zero in a new thread) as a reason to clarify
+/// nearly everything; the signals stay the router's.
 pub fn user_message(input: &Input) -> String {
-    serde_json::json!({
-        "message": input.text,
-        "previous_mode": input.previous_mode,
-        "previous_tools": input.previous_tools,
-        "recent_turns": input.recent_turns,
-        "context_warmth": input.warmth,
-        "memory_confidence": input.memory_confidence,
-        "gist_count": input.gist_count,
-        "fact_count": input.fact_count,
-        "tools": input.tools.iter().map(|(n, d)| serde_json::json!({"name": n, "summary": d})).collect::<Vec<_>>(),
-        "skills": SKILLS,
-    })
-    .to_string()
+    let mut m = String::new();
+    if !input.recent_turns.is_empty() {
+        m.push_str("Earlier in this conversation:\n");
+        for t in &input.recent_turns {
+            let who = if t.role == "assistant" { "Assistant" } else { "Person" };
+            let line: String = t.content.chars().take(300).collect();
+            m.push_str(&format!("{who}: {line}\n"));
+        }
+        m.push('\n');
+    }
+    if !input.tools.is_empty() {
+        m.push_str("Their tools:\n");
+        for (name, summary) in &input.tools {
+            m.push_str(&format!("- {name}: {summary}\n"));
+        }
+        m.push('\n');
+    }
+    if !m.is_empty() {
+        m.push_str("Message: ");
+    }
+    m.push_str(&input.text);
+    m
 }
 
 #[derive(Deserialize)]
@@ -193,26 +231,62 @@ static SKILL_WORDS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
         (
             "schedule",
             re(
-                r"(?i)\b(remind me|(set|add|create) (me )?an? reminder|schedule (a|an|my)|every (morning|evening|day|week)|every day at|notify me|wake me|alarm for|cancel (my |the |all )?reminders?|(what|which|any|show|list) (are )?(my |pending |upcoming )?reminders|reminders (do i have|are (there|pending|set))|(my|pending|upcoming) reminders)\b",
+                r"(?i)\b(remind me|(set|add|create|schedule) (me )?an? reminder|notify me|wake me|alarm for|nudge me|ping me|don'?t let me forget|(cancel|delete|remove|stop|clear)\b.{0,40}\breminders?|(what|which|any|show|list) (are )?(my |pending |upcoming )?reminders|reminders (do i have|are (there|pending|set))|(my|pending|upcoming) reminders)\b",
             ),
         ),
         (
             "list",
             re(
-                r"(?i)\b(add .{1,40} to my .{0,20}list|(shopping|to-?do|grocery|packing) list|check off|cross off|remove .{1,40} from my .{0,20}list|my lists)\b",
+                r"(?i)\b((add|put) .{1,60} (to|on) (my|the) .{0,20}list|(on|in|to|from) my (shopping|to-?do|grocery|packing|reading) list|what'?s on my .{0,20}list|check off|cross off|tick off|remove .{1,40} from (my|the) .{0,20}list|show (me )?my .{0,20}lists?|my lists)\b",
             ),
         ),
-        ("focus", re(r"(?i)\b(focus session|deep work|help me focus|i need to focus|start (a )?focus)\b")),
+        (
+            "focus",
+            re(
+                r"(?i)\b((start|begin) (a )?focus session|focus session (on|for)|help me focus|i need to focus|(end|stop|clear) (my |the )?focus)\b",
+            ),
+        ),
         (
             "persistent_task",
             re(
-                r"(?i)\b(background task|task status|research .{1,60} over (the )?(next|coming)|keep working on|deep dive)\b",
+                r"(?i)\b(background task|research .{1,60} over (the )?(next|coming)|keep working on|do a deep dive|dig into .{1,80}|how'?s the .{1,40}(research|task) going|task status)\b",
             ),
+        ),
+        (
+            "recall",
+            re(
+                r"(?i)\b(what did i (tell|say to) you|did i (ever )?(tell|mention|say)|what (was|is) the name of (that|the) .{1,40}(i|we) (said|mentioned|talked|liked|loved)|remind me what i (said|told)|what have (i|we) (told|said|talked about)|what else have we talked about|what do you (remember|know) about my)\b",
+            ),
+        ),
+        (
+            "introspect",
+            re(r"(?i)\b(what do you (actually )?(know|remember) about me|how much do you (actually )?know about me)\b"),
         ),
     ]
 });
-static MEMORIZE_WORDS: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)^\s*(please\s+)?(remember|note|don'?t forget)( that)?\b|\bkeep in mind\b"));
+static MEMORIZE_WORDS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^\s*(please\s+)?(remember|note|don'?t forget)( that)?\b|\bkeep in mind\b|\bfyi\b|\bjust so you know\b|\bfor (future )?reference\b",
+    )
+});
+/// A word that points at something the message does not name: "fix
+/// that", "send it to her", "the other one", "same as last time".
+static POINTER: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(it|that|this|those|these|them|her|him|there|the other one|the one|same as|as before|last time)\b")
+});
+/// A question asked outright: an interrogative or auxiliary first, or a
+/// closing question mark.
+static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^\s*(what|what's|whats|where|when|who|whom|whose|which|why|how|how's|is|are|was|were|do|does|did|can|could|should|would|will|shall|has|have|had)\b|\?\s*$",
+    )
+});
+/// Asks the assistant to do something rather than to say something.
+static REQUEST: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(can|could|would|will) you (please )?(add|set|put|remind|remember|note|save|start|stop|track|research|dig|look into|find out|keep|schedule|cancel|book|send|order|call|email|text|pay|turn)\b|\bhelp me\b|\bplease\b|\bi (want|need) you to\b",
+    )
+});
 static COMMAND_WORDS: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\b(search|find|check|look up|google|open|visit|read this|browse)\b|https?://"));
 static REALTIME_WORDS: LazyLock<Regex> = LazyLock::new(|| {
@@ -223,6 +297,40 @@ static REALTIME_WORDS: LazyLock<Regex> = LazyLock::new(|| {
 static FACTUAL_QUESTION: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\b(what|where|when|who|how much|how many|is it|are they|did they|does it)\b[^?]*\?"));
 static URL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bhttps?://\S+"));
+
+/// Whether `text` points at something it does not name ("fix that", "send
+/// it to her", "how much?"): a short message (at most six words) with a
+/// pointer word and at most two content words besides it. Asked with no
+/// conversation before it, nothing resolves the pointer.
+pub fn unresolved_reference(text: &str) -> bool {
+    let words = mneme_text::words(text);
+    if words.is_empty() || words.len() > 6 {
+        return false;
+    }
+    let content = mneme_text::content_words(&POINTER.replace_all(text, " ")).len();
+    (POINTER.is_match(text) && content <= 2) || (words.len() <= 2 && QUESTION.is_match(text) && content <= 1)
+}
+
+/// When the rules settle triage without the model (D-L5), why: a skill
+/// command the heuristic read ("remind me…", "add … to my list"), or a
+/// question asked outright that asks the assistant to do nothing, which
+/// needs no skill (the model's own routing of such questions is no better
+/// than this, measured) and, with no tools configured, no tool either.
+/// `None`: the model decides, with the principal's tools before it.
+pub fn settled_by_rules(text: &str, raw: &Raw, has_tools: bool) -> Option<&'static str> {
+    if raw.mode == Mode::Act && !raw.skills.is_empty() {
+        return Some("a skill command");
+    }
+    if !has_tools
+        && QUESTION.is_match(text)
+        && !REQUEST.is_match(text)
+        && !POINTER.is_match(text)
+        && raw.mode == Mode::Respond
+    {
+        return Some("a question that needs no skill");
+    }
+    None
+}
 
 /// The deterministic fallback: innate-skill phrasing ("remember that…",
 /// "remind me…", "add … to my list"…) → ACT with that skill;
@@ -319,6 +427,13 @@ pub fn self_eval(raw: Raw, input: &Input, source: Source, fallback_reason: Optio
         mode = Mode::Respond;
         branch = Branch::Respond;
         overrides.push("act_no_tools_available".into());
+    }
+    // A pointer with nothing to point at (D-L5): "fix that", "send it to
+    // her" as the first message of a conversation is a question back.
+    if input.recent_turns.is_empty() && unresolved_reference(&input.text) && mode != Mode::Clarify {
+        mode = Mode::Clarify;
+        branch = Branch::Clarify;
+        overrides.push(UNRESOLVED.into());
     }
     // Rule 2: the freshness failsafe.
     if mode == Mode::Respond && freshness > 0.5 && FACTUAL_QUESTION.is_match(&input.text) && has_tools {
@@ -508,5 +623,83 @@ mod tests {
         let t = self_eval(raw, &input("hello", false), Source::Heuristic, Some("model-timeout".into()));
         assert_eq!((t.confidence_internal, t.confidence_tool_need, t.decision_entropy), (1.0, 0.0, 1.0));
         assert_eq!(t.fallback_reason.as_deref(), Some("model-timeout"));
+    }
+}
+
+#[cfg(test)]
+mod rules_tests {
+    use super::*;
+
+    #[test]
+    fn a_pointer_with_nothing_named_is_unresolved() {
+        for t in [
+            "can you fix that",
+            "send it to her",
+            "what about it?",
+            "how much?",
+            "is that normal?",
+            "change it to the other one",
+            "add it to the list",
+            "same as last time please",
+            "make it shorter",
+        ] {
+            assert!(unresolved_reference(t), "{t}");
+        }
+        for t in [
+            "Why is the sky blue?",
+            "add milk to my shopping list",
+            "What is it like to live in Lisbon?",
+            "Remind me tomorrow at 9 to call the dentist",
+            "thanks!",
+            "Is it going to rain in Porto this weekend?",
+        ] {
+            assert!(!unresolved_reference(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn skill_phrasing_is_a_command_not_a_topic() {
+        let skill = |t: &str| heuristic(t, &[]).skills;
+        assert_eq!(skill("add oat milk, eggs and coffee filters to my shopping list"), vec!["list"]);
+        assert_eq!(skill("whats on my grocery list"), vec!["list"]);
+        assert_eq!(skill("My sister's birthday is on the 12th of May, don't let me forget"), vec!["schedule"]);
+        assert_eq!(skill("What did I tell you about my landlord?"), vec!["recall"]);
+        assert_eq!(skill("What do you remember about my tea?"), vec!["recall"]);
+        assert_eq!(skill("fyi I switched to oat milk"), vec!["memorize"]);
+        assert_eq!(skill("How much do you actually know about me so far?"), vec!["introspect"]);
+        for topic in [
+            "how do I make a shopping list app?",
+            "Is running every day healthy?",
+            "Does deep work actually make people more productive?",
+            "what does 'remind' mean in French?",
+            "I remember when we went to Porto",
+        ] {
+            assert!(skill(topic).is_empty(), "{topic}");
+        }
+    }
+
+    #[test]
+    fn the_rules_settle_commands_and_plain_questions_and_leave_the_rest_to_the_model() {
+        let settled = |t: &str| settled_by_rules(t, &heuristic(t, &[]), false);
+        assert_eq!(settled("Remind me tomorrow at 9 to call the dentist"), Some("a skill command"));
+        assert_eq!(settled("Why is the sky blue?"), Some("a question that needs no skill"));
+        assert_eq!(
+            settled("What's the difference between baking soda and baking powder?"),
+            Some("a question that needs no skill")
+        );
+        assert_eq!(settled("Can you dig into whether a heat pump makes sense for us?"), Some("a skill command"));
+        assert_eq!(settled("Can you help me plan my week?"), None, "a request");
+        assert_eq!(settled("I keep forgetting to water the plants"), None, "a statement");
+        assert_eq!(settled("is that normal?"), None, "a pointer");
+        let tools = vec![("trains".to_string(), "Train times".to_string())];
+        assert_eq!(
+            settled_by_rules(
+                "When is the next train to Leeds?",
+                &heuristic("When is the next train to Leeds?", &tools),
+                true
+            ),
+            None,
+            "with tools, the model weighs them"
+        );
     }
 }

@@ -9,15 +9,25 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::mneme::store::store;
+use mneme_types::StageError;
 
 static READY: AtomicBool = AtomicBool::new(false);
 
+/// Whether this instance has found the schema current.
+pub fn ready() -> bool {
+    READY.load(Ordering::Acquire)
+}
+
 /// Migrates the schema if it is behind this build; after one success in
-/// this instance, does nothing. A failure is logged and the request goes
-/// on: the route then meets the store's own error, as it would have.
-pub async fn ensure() {
+/// this instance, does nothing. A store that did not answer fails the
+/// request at once (`store-unavailable`): its route would only wait out the
+/// same deadline again, and a fresh instance, which under Spin may be every
+/// request's, would then answer a silent store after two deadlines, not
+/// one (#50). Any other failure is logged and the request goes on: the
+/// route then meets the store's own error, as it would have.
+pub async fn ensure() -> Result<(), StageError> {
     if READY.load(Ordering::Acquire) {
-        return;
+        return Ok(());
     }
     match store::ensure_migrated().await {
         Ok(applied) => {
@@ -25,7 +35,17 @@ pub async fn ensure() {
                 eprintln!("schema: applied migration {} ({})", m.version, m.name);
             }
             READY.store(true, Ordering::Release);
+            Ok(())
         }
-        Err(e) => eprintln!("schema: the check failed ({}: {}); the request goes on", e.code, e.message),
+        // A store that did not answer, or could not be reached; not a
+        // SQLite file another writer holds, which answers once it is free.
+        Err(e) if e.code.is_unavailable() && !e.message.contains("locked") && !e.message.contains("busy") => {
+            eprintln!("schema: the check failed ({}: {})", e.code, e.message);
+            Err(e)
+        }
+        Err(e) => {
+            eprintln!("schema: the check failed ({}: {}); the request goes on", e.code, e.message);
+            Ok(())
+        }
     }
 }

@@ -62,7 +62,7 @@ impl ApiError {
         let status = match code {
             "conflict" | "lease-lost" | "terminal" | "forced-decision" | "door-busy" => StatusCode::CONFLICT,
             "malformed-artifact" => StatusCode::UNPROCESSABLE_ENTITY,
-            "upstream" | "model-draft-rejected" | "model-error" | "model-timeout" => StatusCode::BAD_GATEWAY,
+            "upstream" | "model-error" | "model-timeout" => StatusCode::BAD_GATEWAY,
             "invalid" | "bad-request" => StatusCode::BAD_REQUEST,
             "not-found" => StatusCode::NOT_FOUND,
             // A service the app depends on (a store, the model, the
@@ -127,8 +127,51 @@ pub fn body_verdict(seen: u64, max: usize, complete: bool) -> Result<(), ApiErro
 /// The 413 for a request whose `Content-Length` is over [`BODY_LIMIT`],
 /// answered before its body is read.
 pub fn refuse_declared_body(headers: &HeaderMap) -> Result<(), ApiError> {
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
-    body_verdict(declared.unwrap_or(0), BODY_LIMIT, false)
+    body_verdict(declared_length(headers).unwrap_or(0), BODY_LIMIT, false)
+}
+
+/// The most of a refused body the app reads and discards so that its client,
+/// still sending, can read the 413 (a server that stops reading makes the
+/// client's next write fail before it reads the answer). A body declared
+/// larger is answered at once.
+pub const DRAIN_LIMIT: u64 = 16 << 20;
+/// The longest the drain waits for the next piece of a refused body.
+pub const DRAIN_STALL: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest a drain takes in all.
+pub const DRAIN_TOTAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether a refused body of `declared` length (none: chunked) is drained
+/// before the answer.
+pub fn drains(declared: Option<u64>) -> bool {
+    declared.is_none_or(|n| n <= DRAIN_LIMIT)
+}
+
+/// The declared length of a request's body.
+pub fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+}
+
+/// Reads and discards the rest of a refused body, of which `seen` bytes
+/// were read already, up to [`DRAIN_LIMIT`] in all, a piece at most
+/// [`DRAIN_STALL`] apart and [`DRAIN_TOTAL`] in all, keeping none of it.
+/// `sleep` is the host's timer; the bytes read in all come back.
+pub async fn drain<S, B, E, F>(mut body: S, mut seen: u64, sleep: impl Fn(std::time::Duration) -> F) -> u64
+where
+    S: futures::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+    F: std::future::Future<Output = ()>,
+{
+    use futures::StreamExt;
+    use futures::future::{Either, select};
+    let mut total = std::pin::pin!(sleep(DRAIN_TOTAL));
+    while seen <= DRAIN_LIMIT {
+        let stall = std::pin::pin!(sleep(DRAIN_STALL));
+        match select(select(body.next(), stall), total.as_mut()).await {
+            Either::Left((Either::Left((Some(Ok(bytes)), _)), _)) => seen += bytes.as_ref().len() as u64,
+            _ => break,
+        }
+    }
+    seen
 }
 
 /// Parses a JSON request body into `T`, with the 400 a caller can act on:
@@ -211,9 +254,12 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<String> {
 }
 
 fn json_body(status: StatusCode, body: String) -> Response<String> {
+    // A length, not chunks: a client reading until the connection closes
+    // (a refused upload) gets the JSON itself, under any runner.
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, body.len())
         .body(body)
         .expect("static response parts are valid")
 }
@@ -291,6 +337,47 @@ pub fn request_clock(headers: &HeaderMap, test_clock_enabled: bool) -> u64 {
 
 #[cfg(test)]
 mod tests {
+
+    fn never(
+        _: std::time::Duration,
+    ) -> futures::future::Either<futures::future::Pending<()>, futures::future::Ready<()>> {
+        futures::future::Either::Left(futures::future::pending())
+    }
+
+    #[test]
+    fn a_refused_body_is_drained_within_its_bounds_and_none_is_kept() {
+        use futures::executor::block_on;
+        use futures::stream;
+        assert!(drains(None) && drains(Some(DRAIN_LIMIT)));
+        assert!(!drains(Some(DRAIN_LIMIT + 1)), "a body declared past the drain limit is answered at once");
+        // All of it, when it comes.
+        let pieces = stream::iter((0..4).map(|_| Ok::<_, ()>(vec![0u8; 1 << 20])));
+        assert_eq!(block_on(drain(pieces, 5, never)), (4 << 20) + 5);
+        // Up to the limit, then no further.
+        let endless = stream::repeat_with(|| Ok::<_, ()>(vec![0u8; 1 << 20]));
+        assert_eq!(block_on(drain(endless, 0, never)), DRAIN_LIMIT + (1 << 20));
+        // A client that stops sending is waited for a stall, not for ever.
+        let stalled = stream::pending::<Result<Vec<u8>, ()>>();
+        let stall = |d: std::time::Duration| {
+            if d == DRAIN_STALL {
+                futures::future::Either::Right(futures::future::ready(()))
+            } else {
+                futures::future::Either::Left(futures::future::pending())
+            }
+        };
+        assert_eq!(block_on(drain(stalled, 7, stall)), 7);
+        // A broken body ends the drain.
+        let broken = stream::iter([Ok(vec![0u8; 10]), Err(()), Ok(vec![0u8; 10])]);
+        assert_eq!(block_on(drain(broken, 0, never)), 10);
+    }
+
+    #[test]
+    fn json_answers_carry_their_length() {
+        let r = ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "too big").into_response();
+        let len: usize = r.headers()[header::CONTENT_LENGTH].to_str().unwrap().parse().unwrap();
+        assert_eq!(len, r.body().len());
+    }
+
     use super::*;
 
     #[test]

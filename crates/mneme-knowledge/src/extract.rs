@@ -5,13 +5,62 @@ use serde_json::Value;
 
 pub const PROMPT: &str = include_str!("../../../prompts/knowledge-extract.md");
 
+/// The most candidates one chunk's answer may hold.
+pub const MAX_CANDIDATES: usize = 12;
+
+/// The JSON Schema of an extraction answer (D-L2): the prompt's fields,
+/// with the closed lists of the 001 seed as enums, so a constrained model
+/// cannot write a type, confidence or stability off the list.
+pub fn schema() -> String {
+    let text = |max: usize| serde_json::json!({"type": "string", "maxLength": max});
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "candidates": {
+                "type": "array",
+                "maxItems": MAX_CANDIDATES,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "type": {"enum": ["framework", "decision", "standard", "philosophy", "reaction"]},
+                        "topic": text(120),
+                        "position": text(600),
+                        "reasoning": text(800),
+                        "reasoning_pattern": {"type": ["string", "null"], "maxLength": 80},
+                        "communication_style_only": {"type": "boolean"},
+                        "confidence": {"enum": ["high", "medium", "low"]},
+                        "stability": {"enum": ["evergreen", "stable", "evolving"]},
+                        "tags": {"type": "array", "items": text(40), "maxItems": 6},
+                    },
+                    "required": ["type", "topic", "position", "reasoning", "reasoning_pattern",
+                                 "communication_style_only", "confidence", "stability", "tags"],
+                    "additionalProperties": false,
+                },
+            },
+        },
+        "required": ["candidates"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
 /// Longest transcript sent to the model in one request; a longer one is
 /// split at line boundaries (see [`chunks`]).
 pub const MAX_CHUNK_CHARS: usize = 12_000;
+/// The most tokens one chunk's answer may take: a full list of candidates
+/// at their schema's bounds is longer, a real one far shorter.
+pub const MAX_TOKENS: u32 = 3_000;
 
 /// The user message: the known patterns, then the transcript.
-pub fn user_message(transcript: &str, known_patterns: &[(String, String)]) -> String {
-    let mut m = String::from("Known reasoning patterns (slug: description):\n");
+pub fn user_message(transcript: &str, known_patterns: &[(String, String)], principal: Option<&str>) -> String {
+    let mut m = match principal {
+        Some(p) => format!(
+            "The principal is {p}. Extract only what {p} holds or explicitly endorses; \
+             what the others say is context.\n\n"
+        ),
+        None => String::new(),
+    };
+    m.push_str("Known reasoning patterns (slug: description):\n");
     if known_patterns.is_empty() {
         m.push_str("(none yet)\n");
     }
@@ -88,7 +137,10 @@ mod tests {
 
     #[test]
     fn the_message_lists_known_patterns() {
-        let m = user_message("hello", &[("first-principles".into(), "reason from fundamentals".into())]);
+        let m = user_message("hello", &[("first-principles".into(), "reason from fundamentals".into())], None);
         assert!(m.contains("- first-principles: reason from fundamentals") && m.ends_with("hello"));
+        assert!(m.starts_with("Known reasoning patterns"), "{m}");
+        let named = user_message("hello", &[], Some("Ana"));
+        assert!(named.starts_with("The principal is Ana. Extract only what Ana holds"), "{named}");
     }
 }

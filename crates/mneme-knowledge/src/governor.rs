@@ -21,6 +21,31 @@ pub const STANCE_MIN_COSINE: f32 = 0.5;
 
 pub const STANCE_PROMPT: &str = include_str!("../../../prompts/knowledge-stance.md");
 
+/// The JSON Schema of a stance answer (D-L2): one label per earlier entry.
+pub fn stance_schema() -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "stances": {
+                "type": "array",
+                "maxItems": 20,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "maxLength": 40},
+                        "stance": {"enum": ["agree", "contradict", "refine", "unrelated"]},
+                    },
+                    "required": ["id", "stance"],
+                    "additionalProperties": false,
+                },
+            },
+        },
+        "required": ["stances"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
 /// How an earlier entry relates to a new statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

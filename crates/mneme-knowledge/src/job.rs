@@ -13,6 +13,10 @@ pub struct Source {
     pub source_channel: Option<String>,
     pub source_date: String,
     pub source_url: Option<String>,
+    /// The name the principal goes by in the text; jobs queued before it
+    /// existed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     pub text: String,
 }
 

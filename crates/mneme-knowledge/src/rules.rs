@@ -12,9 +12,20 @@ pub const LABEL: &str = "rules";
 /// Splits a transcript into sentences, without speaker prefixes
 /// (`Alice:`, `[10:02] Bob:`).
 pub fn sentences(transcript: &str) -> Vec<String> {
+    said_by(transcript, None)
+}
+
+/// The sentences of the lines `principal` speaks, and of unlabelled lines
+/// (a chat's own messages carry no label); every line's with no principal.
+pub fn said_by(transcript: &str, principal: Option<&str>) -> Vec<String> {
     let mut out = Vec::new();
     for line in transcript.lines() {
-        let line = strip_speaker(line.trim());
+        let (who, line) = speaker(line.trim());
+        if let (Some(p), Some(w)) = (principal, who)
+            && !same_name(p, w)
+        {
+            continue;
+        }
         let mut cur = String::new();
         let chars: Vec<char> = line.chars().collect();
         for (i, &c) in chars.iter().enumerate() {
@@ -37,17 +48,26 @@ fn push_sentence(out: &mut Vec<String>, s: &str) {
     }
 }
 
-fn strip_speaker(line: &str) -> &str {
+/// A line's speaker label (`Ana:`, `[10:02] Ana:`), if it has one, and
+/// the rest of the line.
+pub fn speaker(line: &str) -> (Option<&str>, &str) {
     let line = match line.strip_prefix('[').and_then(|r| r.split_once(']')) {
         Some((_, rest)) => rest.trim_start(),
         None => line,
     };
     match line.split_once(':') {
         Some((who, rest)) if !who.is_empty() && who.split_whitespace().count() <= 3 && !who.contains(['.', ',']) => {
-            rest.trim_start()
+            (Some(who.trim()), rest.trim_start())
         }
-        _ => line,
+        _ => (None, line),
     }
+}
+
+/// Whether a speaker label names the principal: the same name, or their
+/// first name alone ("Ana" for "Ana Silva", and the other way round).
+fn same_name(principal: &str, label: &str) -> bool {
+    let first = |s: &str| s.split_whitespace().next().unwrap_or_default().to_lowercase();
+    principal.trim().eq_ignore_ascii_case(label.trim()) || first(principal) == first(label)
 }
 
 /// Splits a sentence at its stated reason: `(claim, Some(reason))`.
@@ -121,8 +141,8 @@ fn classify(s: &str) -> Option<(&'static str, String)> {
 
 /// Candidates for the explicit judgements in a transcript, as JSON shaped
 /// like the model's so they take the same validation.
-pub fn extract(transcript: &str) -> Vec<Value> {
-    let sents = sentences(transcript);
+pub fn extract(transcript: &str, principal: Option<&str>) -> Vec<Value> {
+    let sents = said_by(transcript, principal);
     let mut out = Vec::new();
     for (i, s) in sents.iter().enumerate() {
         let Some((kind, statement)) = classify(s) else { continue };
@@ -158,7 +178,7 @@ mod tests {
     use crate::validate::validate;
 
     fn kinds(t: &str) -> Vec<(String, String, Option<String>)> {
-        extract(t)
+        extract(t, None)
             .into_iter()
             .map(|v| {
                 (
@@ -183,7 +203,7 @@ mod tests {
         assert_eq!(k[0].1, "Small teams ship faster");
         assert_eq!(k[0].2.as_deref(), Some("Coordination costs grow quadratically"));
         assert_eq!(k[1].1, "Move billing to Postgres");
-        assert!(extract(t).iter().all(|v| validate(v).is_ok()));
+        assert!(extract(t, None).iter().all(|v| validate(v).is_ok()));
     }
 
     #[test]
@@ -194,18 +214,35 @@ mod tests {
 
     #[test]
     fn a_statement_without_a_why_is_extracted_and_then_rejected() {
-        let c = extract("I believe tabs are better than spaces.");
+        let c = extract("I believe tabs are better than spaces.", None);
         assert_eq!(c.len(), 1);
         assert_eq!(validate(&c[0]).unwrap_err().reason, "no-reasoning");
     }
 
     #[test]
     fn small_talk_yields_nothing() {
-        assert!(extract("Hi there! How was the weekend? Pretty good, we went hiking.").is_empty());
+        assert!(extract("Hi there! How was the weekend? Pretty good, we went hiking.", None).is_empty());
     }
 
     #[test]
     fn speaker_prefixes_and_timestamps_are_stripped() {
         assert_eq!(sentences("[10:02] Bob: we ship today. Then we rest!"), ["we ship today", "Then we rest"]);
+    }
+
+    #[test]
+    fn with_a_principal_only_their_lines_and_unlabelled_ones_count() {
+        let t = "Bob: We decided to move billing to Postgres because we need real transactions.\n\
+                 Ana Silva: Never deploy on a Friday, since nobody is around to fix it.\n\
+                 I believe small teams ship faster because coordination costs grow quadratically.";
+        let by = |p: Option<&str>| -> Vec<String> {
+            extract(t, p).iter().map(|v| v["type"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(by(None), ["decision", "standard", "philosophy"]);
+        assert_eq!(by(Some("Ana")), ["standard", "philosophy"]);
+        assert_eq!(by(Some("ana silva")), ["standard", "philosophy"]);
+        assert_eq!(by(Some("Bob")), ["decision", "philosophy"]);
+        assert_eq!(speaker("[10:02] Ana Silva: fine"), (Some("Ana Silva"), "fine"));
+        assert_eq!(speaker("Note: this is not a speaker, really."), (Some("Note"), "this is not a speaker, really."));
+        assert_eq!(speaker("no label here"), (None, "no label here"));
     }
 }

@@ -45,6 +45,9 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Ask for a JSON object (`response_format: json_object`).
     pub json: bool,
+    /// With `json`, the JSON Schema the object must follow
+    /// (`response_format: json_schema`, strict).
+    pub schema: Option<serde_json::Value>,
     pub stream: bool,
 }
 
@@ -63,9 +66,49 @@ impl ChatRequest {
             v["temperature"] = serde_json::json!((f64::from(t) * 1000.0).round() / 1000.0);
         }
         if self.json {
-            v["response_format"] = serde_json::json!({ "type": "json_object" });
+            v["response_format"] = match &self.schema {
+                Some(schema) => serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": { "name": "answer", "strict": strict_capable(schema), "schema": schema },
+                }),
+                None => serde_json::json!({ "type": "json_object" }),
+            };
+        }
+        if self.stream {
+            // The usage of a streamed answer comes in its last chunk.
+            v["stream_options"] = serde_json::json!({ "include_usage": true });
         }
         v.to_string()
+    }
+}
+
+/// Whether a schema meets strict mode's rules (OpenAI's): every object
+/// closed (`additionalProperties: false`) with every property required.
+/// A schema with an open object (an action's free parameters) is sent as
+/// not strict: the endpoint still guides the answer by it.
+pub fn strict_capable(schema: &serde_json::Value) -> bool {
+    match schema {
+        serde_json::Value::Object(o) => {
+            if let Some(props) = o.get("properties").and_then(|p| p.as_object()) {
+                let required: Vec<&str> = o
+                    .get("required")
+                    .and_then(|r| r.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r.as_str())
+                    .collect();
+                if o.get("additionalProperties") != Some(&serde_json::Value::Bool(false))
+                    || !props.keys().all(|k| required.contains(&k.as_str()))
+                {
+                    return false;
+                }
+            } else if o.get("type").and_then(|t| t.as_str()) == Some("object") {
+                return false;
+            }
+            o.values().all(strict_capable)
+        }
+        serde_json::Value::Array(a) => a.iter().all(strict_capable),
+        _ => true,
     }
 }
 
@@ -74,8 +117,45 @@ impl ChatRequest {
 pub struct ChatAnswer {
     pub text: String,
     pub model: String,
+    pub usage: Usage,
+}
+
+/// What an answer cost, as the endpoint reports it (0 where it does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
     pub prompt_tokens: u32,
+    /// Prompt tokens served from the endpoint's cache of an earlier
+    /// prompt's prefix.
+    pub cached_tokens: u32,
     pub completion_tokens: u32,
+}
+
+impl Usage {
+    /// Reads `usage` off a response or a stream chunk: OpenAI's
+    /// `prompt_tokens_details.cached_tokens`, or llama.cpp's
+    /// `timings.cache_n`.
+    pub fn from_response(v: &serde_json::Value) -> Option<Usage> {
+        let u = v.get("usage").filter(|u| u.is_object())?;
+        let n = |x: &serde_json::Value| x.as_u64().map_or(0, |n| n.min(u64::from(u32::MAX)) as u32);
+        let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64().or_else(|| v["timings"]["cache_n"].as_u64());
+        Some(Usage {
+            prompt_tokens: n(&u["prompt_tokens"]),
+            cached_tokens: cached.map_or(0, |c| c.min(u64::from(u32::MAX)) as u32),
+            completion_tokens: n(&u["completion_tokens"]),
+        })
+    }
+}
+
+/// Whether an endpoint's refusal (a 4xx body) is about the JSON Schema
+/// response format, so the same request may be sent again asking only for
+/// a JSON object: an endpoint that predates schemas, or whose schema
+/// subset this schema leaves.
+pub fn refuses_schema(status: u16, body: &[u8]) -> bool {
+    if !(400..500).contains(&status) || status == 401 || status == 403 || status == 429 {
+        return false;
+    }
+    let text = String::from_utf8_lossy(body).to_ascii_lowercase();
+    text.contains("json_schema") || text.contains("response_format") || text.contains("schema")
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -106,12 +186,10 @@ pub fn parse_answer(body: &[u8]) -> Result<ChatAnswer, WireError> {
     }
     let choice = v.get("choices").and_then(|c| c.get(0)).ok_or(WireError::NoChoices)?;
     let text = storable(choice["message"]["content"].as_str().or_else(|| choice["text"].as_str()).unwrap_or_default());
-    let tokens = |k: &str| v["usage"][k].as_u64().unwrap_or(0) as u32;
     Ok(ChatAnswer {
         text,
         model: v["model"].as_str().unwrap_or_default().to_string(),
-        prompt_tokens: tokens("prompt_tokens"),
-        completion_tokens: tokens("completion_tokens"),
+        usage: Usage::from_response(&v).unwrap_or_default(),
     })
 }
 
@@ -212,6 +290,7 @@ mod tests {
             max_tokens: Some(10),
             temperature: Some(0.2),
             json: true,
+            schema: None,
             stream: false,
         };
         let v: serde_json::Value = serde_json::from_str(&req.body()).unwrap();
@@ -219,7 +298,15 @@ mod tests {
         assert_eq!(v["max_tokens"], 10);
         assert_eq!(v["temperature"], 0.2);
         assert_eq!(v["response_format"]["type"], "json_object");
-        let plain = ChatRequest { max_tokens: None, temperature: None, json: false, ..req };
+        assert!(v.get("stream_options").is_none());
+        let schema = serde_json::json!({"type": "object", "properties": {"mode": {"enum": ["A", "B"]}}});
+        let shaped = ChatRequest { schema: Some(schema.clone()), stream: true, ..req.clone() };
+        let v: serde_json::Value = serde_json::from_str(&shaped.body()).unwrap();
+        assert_eq!(v["response_format"]["type"], "json_schema");
+        assert_eq!(v["response_format"]["json_schema"]["schema"], schema);
+        assert_eq!(v["response_format"]["json_schema"]["strict"], false, "an object with optional properties");
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        let plain = ChatRequest { max_tokens: None, temperature: None, json: false, schema: Some(schema), ..req };
         let v: serde_json::Value = serde_json::from_str(&plain.body()).unwrap();
         assert!(v.get("max_tokens").is_none() && v.get("response_format").is_none());
     }
@@ -228,7 +315,48 @@ mod tests {
     fn answers_decode_with_usage() {
         let a = parse_answer(br#"{"model":"x","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#)
             .unwrap();
-        assert_eq!(a, ChatAnswer { text: "hi".into(), model: "x".into(), prompt_tokens: 3, completion_tokens: 1 });
+        assert_eq!(
+            a,
+            ChatAnswer {
+                text: "hi".into(),
+                model: "x".into(),
+                usage: Usage { prompt_tokens: 3, cached_tokens: 0, completion_tokens: 1 }
+            }
+        );
+        let cached = parse_answer(
+            br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":30,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":24}}}"#,
+        )
+        .unwrap();
+        assert_eq!(cached.usage, Usage { prompt_tokens: 30, cached_tokens: 24, completion_tokens: 2 });
+        let llama = parse_answer(
+            br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":30,"completion_tokens":2},"timings":{"cache_n":20}}"#,
+        )
+        .unwrap();
+        assert_eq!(llama.usage.cached_tokens, 20);
+    }
+
+    #[test]
+    fn strict_mode_only_for_closed_schemas() {
+        let closed = serde_json::json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "object",
+            "properties": {"b": {"enum": [1]}}, "required": ["b"], "additionalProperties": false}}},
+            "required": ["a"], "additionalProperties": false});
+        assert!(strict_capable(&closed));
+        let mut open = closed.clone();
+        open["properties"]["a"]["items"]["additionalProperties"] = true.into();
+        assert!(!strict_capable(&open));
+        let mut optional = closed.clone();
+        optional["required"] = serde_json::json!([]);
+        assert!(!strict_capable(&optional));
+        assert!(!strict_capable(&serde_json::json!({"type": "object"})), "a free object");
+    }
+
+    #[test]
+    fn only_a_refusal_about_the_schema_asks_again_without_it() {
+        assert!(refuses_schema(400, br#"{"error":{"message":"response_format json_schema is not supported"}}"#));
+        assert!(refuses_schema(422, b"unsupported schema keyword minItems"));
+        assert!(!refuses_schema(400, b"max_tokens too large"));
+        assert!(!refuses_schema(401, b"bad key for json_schema"));
+        assert!(!refuses_schema(500, b"json_schema crashed"));
     }
 
     #[test]

@@ -9,6 +9,8 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEvent {
     Delta(String),
+    /// What the answer cost, from the chunk that carries `usage`.
+    Usage(crate::Usage),
     Done,
     Error(String),
 }
@@ -63,6 +65,9 @@ impl StreamParser {
             {
                 out.push(StreamEvent::Delta(delta));
             }
+            if let Some(usage) = crate::Usage::from_response(&v) {
+                out.push(StreamEvent::Usage(usage));
+            }
         }
         if self.buf.len() > MAX_LINE {
             // A line this long is not an event stream; its bytes are dropped
@@ -107,6 +112,23 @@ mod tests {
             assert_eq!(got, want, "chunk size {chunk}");
             assert!(p.is_done());
         }
+    }
+
+    #[test]
+    fn the_last_chunk_carries_the_usage() {
+        let mut p = StreamParser::new();
+        let last = r#"data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":32}}}"#;
+        let got = p.feed(
+            format!("{}data: {{\"choices\":[],\"usage\":null}}\n\n{last}\n\ndata: [DONE]\n\n", event("a")).as_bytes(),
+        );
+        assert_eq!(
+            got,
+            vec![
+                StreamEvent::Delta("a".into()),
+                StreamEvent::Usage(crate::Usage { prompt_tokens: 40, cached_tokens: 32, completion_tokens: 5 }),
+                StreamEvent::Done
+            ]
+        );
     }
 
     #[test]

@@ -91,6 +91,16 @@ fn encode_spans(resource: &Resource, spans: Vec<SpanData>) -> Vec<u8> {
             start_time_unix_nano: s.start_ns,
             end_time_unix_nano: s.end_ns,
             attributes: s.attributes.iter().map(|(k, v)| key_value(k, v)).collect(),
+            events: s
+                .events
+                .iter()
+                .map(|e| opentelemetry_proto::tonic::trace::v1::span::Event {
+                    time_unix_nano: e.time_ns,
+                    name: e.name.clone(),
+                    attributes: e.attributes.iter().map(|(k, v)| key_value(k, v)).collect(),
+                    dropped_attributes_count: 0,
+                })
+                .collect(),
             status: Some(match s.error {
                 Some(message) => Status { message, code: StatusCode::Error as i32 },
                 None => Status { message: String::new(), code: StatusCode::Unset as i32 },

@@ -21,7 +21,8 @@ pub mod export;
 pub mod metrics;
 pub mod usage;
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -267,7 +268,46 @@ pub struct SpanData {
     pub start_ns: u64,
     pub end_ns: u64,
     pub attributes: Vec<(&'static str, Value)>,
+    pub events: Vec<Event>,
     pub error: Option<String>,
+}
+
+/// Something that happened during a span: OTLP's span event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub name: String,
+    pub time_ns: u64,
+    pub attributes: Vec<(&'static str, Value)>,
+}
+
+/// The most events one span keeps; later ones are counted, not kept.
+pub const EVENTS_PER_SPAN: usize = 128;
+
+/// Events added to open spans by whoever found them (the runner's guest
+/// output), keyed by span id, taken by the span when it ends. A span has
+/// an entry from its start, so an event for a span that has ended finds
+/// none and is dropped rather than kept for ever.
+#[derive(Default)]
+struct Pending {
+    by_span: HashMap<[u8; 8], (Vec<Event>, u32)>,
+}
+
+fn pending() -> std::sync::MutexGuard<'static, Pending> {
+    static PENDING: OnceLock<Mutex<Pending>> = OnceLock::new();
+    PENDING.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Adds an event, timed now, to the open span `to`; `false` when that span
+/// is not open (tracing off, or it has ended).
+pub fn add_event(to: SpanContext, name: impl Into<String>, attributes: Vec<(&'static str, Value)>) -> bool {
+    let mut p = pending();
+    let Some((events, dropped)) = p.by_span.get_mut(&to.span_id) else { return false };
+    if events.len() >= EVENTS_PER_SPAN {
+        *dropped += 1;
+    } else {
+        events.push(Event { name: name.into(), time_ns: now_ns(), attributes });
+    }
+    true
 }
 
 /// A span being recorded; it ends (and is queued for export) when dropped.
@@ -282,6 +322,7 @@ impl Span {
         }
         let context =
             SpanContext { trace_id: parent.map_or_else(nonzero, |p| p.trace_id), span_id: nonzero(), sampled: true };
+        pending().by_span.insert(context.span_id, (Vec::new(), 0));
         Some(Span(Some(SpanData {
             context,
             parent: parent.map(|p| p.span_id),
@@ -290,6 +331,7 @@ impl Span {
             start_ns: now_ns(),
             end_ns: 0,
             attributes: Vec::new(),
+            events: Vec::new(),
             error: None,
         })))
     }
@@ -316,6 +358,12 @@ impl Drop for Span {
     fn drop(&mut self) {
         if let Some(mut d) = self.0.take() {
             d.end_ns = now_ns().max(d.start_ns);
+            if let Some((events, dropped)) = pending().by_span.remove(&d.context.span_id) {
+                d.events = events;
+                if dropped > 0 {
+                    d.attributes.push(("mneme.events_dropped", Value::from(dropped)));
+                }
+            }
             if let Some(sink) = TELEMETRY.get().and_then(|t| t.spans.as_ref()) {
                 sink.send(d);
             }

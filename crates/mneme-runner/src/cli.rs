@@ -68,6 +68,20 @@ pub struct UpArgs {
     /// app enforces its own, smaller, limits whoever runs it.
     #[arg(long = "mneme-max-body-bytes", env = "MNEME_MAX_BODY_BYTES", default_value_t = 4 << 20)]
     pub mneme_max_body_bytes: usize,
+    /// [mneme only] Print a line for every scheduled run; by default the
+    /// console hears only of failures, recoveries and a summary of the runs
+    /// every few minutes (`MNEME_TICK_SUMMARY_SECS`, 300).
+    #[arg(long = "mneme-log-ticks")]
+    pub mneme_log_ticks: bool,
+    /// [mneme only] Start a local model server with the app and stop it
+    /// with the app: a .gguf file, or the name of a model that
+    /// scripts/install-model.sh installed (`qwen2.5-1.5b`). Its address
+    /// becomes the variable `llm_url` unless `llm_url` is set (D-L1).
+    #[arg(long = "mneme-local-model", env = "MNEME_LOCAL_MODEL", value_name = "FILE | NAME")]
+    pub mneme_local_model: Option<String>,
+    /// [mneme only] CPU threads the local model uses (default: all cores).
+    #[arg(long = "mneme-local-model-threads", env = "MNEME_LOCAL_MODEL_THREADS")]
+    pub mneme_local_model_threads: Option<usize>,
 }
 
 /// `spin up` flags this runner does not implement: refused by name, so a

@@ -6,11 +6,14 @@
 //! cron export that waits on Postgres traps under WASI 0.3); `mneme cron`
 //! sends it to any deployment's URL, for an app served by `spin up` or
 //! SpinKube. Runs are spread by a little jitter, a failing job backs off
-//! (`mneme_manifest::schedule`), and every outcome is logged. Entries marked
+//! (`mneme_manifest::schedule`), and the console hears of failures,
+//! recoveries and a summary every few minutes ([`Console`]; every run with
+//! `--mneme-log-ticks`). Entries marked
 //! `at_startup` run once before the rest: under `mneme up` they must
 //! succeed before it serves; `mneme cron` retries them until they do.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -80,6 +83,56 @@ async fn in_process(app: &Arc<App>, job: &CronTrigger) -> Result<(u16, String)> 
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
+/// What the console says about scheduled runs: under `verbose`, a line per
+/// run (`MNEME_LOG_TICKS`); otherwise failures, the first success after
+/// them, and every `summary_every` a line of counts per job. A tick's
+/// request-log line is not written for in-process ticks either way.
+pub struct Console {
+    verbose: bool,
+    summary_every: Duration,
+    counts: Mutex<BTreeMap<String, schedule::Counts>>,
+}
+
+impl Console {
+    pub fn new(verbose: bool, summary_every: Duration) -> Arc<Self> {
+        Arc::new(Self { verbose, summary_every, counts: Mutex::new(BTreeMap::new()) })
+    }
+
+    /// From the environment: `MNEME_LOG_TICKS` (any value but `0`/empty)
+    /// for a line per run, `MNEME_TICK_SUMMARY_SECS` for the summary's
+    /// period (default 300 s).
+    pub fn from_env(verbose_flag: bool) -> Arc<Self> {
+        let verbose = verbose_flag || std::env::var("MNEME_LOG_TICKS").is_ok_and(|v| !v.is_empty() && v != "0");
+        let every = std::env::var("MNEME_TICK_SUMMARY_SECS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&s| s > 0)
+            .map_or(schedule::SUMMARY_EVERY, Duration::from_secs);
+        Self::new(verbose, every)
+    }
+
+    fn count(&self, path: &str, outcome: schedule::Outcome) {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).entry(path.to_string()).or_default().add(outcome);
+    }
+
+    /// Prints the summary every `summary_every`, unless every run prints.
+    fn spawn_summaries(self: &Arc<Self>) {
+        if self.verbose {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(me.summary_every).await;
+                let counts = std::mem::take(&mut *me.counts.lock().unwrap_or_else(|e| e.into_inner()));
+                if let Some(line) = schedule::summary(me.summary_every, &counts) {
+                    eprintln!("{line}");
+                }
+            }
+        });
+    }
+}
+
 /// Runs the `at_startup` jobs once; any failure stops `mneme up`.
 pub async fn run_startup(target: &Target, jobs: &[CronTrigger]) -> Result<()> {
     for job in jobs.iter().filter(|j| j.at_startup) {
@@ -114,20 +167,29 @@ pub async fn run_startup_until_done(target: &Target, jobs: &[CronTrigger]) {
     }
 }
 
-/// The `mneme.tick.outcome` of a run: `ok`, `skipped` (the job was not
-/// due, or another scheduler's run holds its lease), or `failed`.
-fn outcome_name(outcome: &Result<(u16, String)>) -> &'static str {
+/// How a run ended: `Skipped` when the job was not due, or another
+/// scheduler's run holds its lease.
+fn outcome_of(outcome: &Result<(u16, String)>) -> schedule::Outcome {
     match outcome {
         Ok((status, body)) if schedule::succeeded(*status) => {
             let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
             let result = &v["result"];
             if result["ran"] == serde_json::Value::Bool(false) || result["due"] == serde_json::Value::Bool(false) {
-                "skipped"
+                schedule::Outcome::Skipped
             } else {
-                "ok"
+                schedule::Outcome::Ok
             }
         }
-        _ => "failed",
+        _ => schedule::Outcome::Failed,
+    }
+}
+
+/// The `mneme.tick.outcome` of a run: `ok`, `skipped` or `failed`.
+fn outcome_name(outcome: schedule::Outcome) -> &'static str {
+    match outcome {
+        schedule::Outcome::Ok => "ok",
+        schedule::Outcome::Skipped => "skipped",
+        schedule::Outcome::Failed => "failed",
     }
 }
 
@@ -147,13 +209,14 @@ fn describe(outcome: &Result<(u16, String)>) -> String {
     }
 }
 
-/// Spawns one task per entry.
-pub fn spawn_all(target: Arc<Target>, jobs: &[CronTrigger]) -> Result<()> {
-    for job in jobs.iter().cloned() {
-        let schedule = parse_schedule(&job.cron_expression)?;
-        let target = target.clone();
-        tokio::spawn(async move { run_job(&target, &job, &schedule).await });
+/// Spawns one task per entry, and the console's summaries.
+pub fn spawn_all(target: Arc<Target>, jobs: &[CronTrigger], console: Arc<Console>) -> Result<()> {
+    let schedules: Vec<_> = jobs.iter().map(|j| parse_schedule(&j.cron_expression)).collect::<Result<_>>()?;
+    for (job, schedule) in jobs.iter().cloned().zip(schedules) {
+        let (target, console) = (target.clone(), console.clone());
+        tokio::spawn(async move { run_job(&target, &job, &schedule, &console).await });
     }
+    console.spawn_summaries();
     Ok(())
 }
 
@@ -167,7 +230,7 @@ fn interval(schedule: &cron::Schedule) -> Duration {
     }
 }
 
-async fn run_job(target: &Target, job: &CronTrigger, schedule: &cron::Schedule) {
+async fn run_job(target: &Target, job: &CronTrigger, schedule: &cron::Schedule, console: &Console) {
     let every = interval(schedule);
     let mut failures = 0u32;
     let mut held_until: Option<Instant> = None;
@@ -180,17 +243,28 @@ async fn run_job(target: &Target, job: &CronTrigger, schedule: &cron::Schedule) 
         let started = Instant::now();
         let outcome = target.tick(job).await;
         let ms = started.elapsed().as_secs_f64() * 1e3;
+        let ended = outcome_of(&outcome);
+        console.count(&job.path, ended);
         if let Some(m) = crate::otel::metrics() {
-            m.tick(&job.path, outcome_name(&outcome));
+            m.tick(&job.path, outcome_name(ended));
             if let Ok((_, body)) = &outcome {
                 record_queues(m, body);
             }
         }
         match &outcome {
             Ok((status, _)) if schedule::succeeded(*status) => {
+                match schedule::say(console.verbose, failures, true) {
+                    schedule::Say::Every => eprintln!("cron {} {} {status} {ms:.2}ms", job.component, job.path),
+                    schedule::Say::Recovered(n) => eprintln!(
+                        "cron {} {} recovered: {status} after {n} failure{} ({ms:.2}ms)",
+                        job.component,
+                        job.path,
+                        if n == 1 { "" } else { "s" }
+                    ),
+                    schedule::Say::Nothing | schedule::Say::Failure => {}
+                }
                 failures = 0;
                 held_until = None;
-                eprintln!("cron {} {} {status} {ms:.2}ms", job.component, job.path);
             }
             _ => {
                 failures = failures.saturating_add(1);

@@ -287,7 +287,8 @@ impl Instances {
         let c = &self.component;
         let scope = Arc::new(crate::otel::Scope::default());
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(Lines::new(Target::Stdout)).stderr(Lines::new(Target::Stderr));
+        let trace = crate::otel::tracing().then(|| (scope.clone(), Arc::<str>::from(c.id.as_str())));
+        wasi.stdout(Lines::new(Target::Stdout, trace.clone())).stderr(Lines::new(Target::Stderr, trace));
         for (k, v) in &c.env {
             wasi.env(k, v);
         }

@@ -13,6 +13,7 @@ mod conn;
 mod cron;
 mod host;
 mod instance;
+mod local_model;
 mod log;
 mod otel;
 mod server;
@@ -59,6 +60,10 @@ enum Command {
         /// The application manifest, or a directory holding spin.toml.
         #[arg(short = 'f', long = "from")]
         from: Option<String>,
+        /// A line for every run, not only for failures, recoveries and the
+        /// summary every few minutes (`MNEME_TICK_SUMMARY_SECS`, 300).
+        #[arg(long = "log-ticks")]
+        log_ticks: bool,
     },
     /// Sync the vault (knowledge entries and rx artifacts) with a local
     /// folder that opens as an Obsidian vault. The API key comes from
@@ -96,9 +101,10 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Up(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(up(*args)),
         Command::Build { from } => build(&cli::manifest_path(from.as_deref(), &std::env::current_dir()?)?),
-        Command::Cron { url, from } => {
-            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(cron_only(&url, from.as_deref()))
-        }
+        Command::Cron { url, from, log_ticks } => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(cron_only(&url, from.as_deref(), log_ticks)),
         Command::Vault(VaultCommand::Pull(a)) => {
             let report = mneme_vault::pull(&mneme_vault::Remote::from_env(a.url)?, &a.dir, &Default::default())?;
             mneme_vault::print_pull(&report);
@@ -129,14 +135,45 @@ async fn up(args: cli::UpArgs) -> Result<()> {
             request_timeout: args.request_timeout,
         },
     };
+    let manifest = cli::manifest_path(args.from.as_deref(), &cwd)?;
+    let mut variables = cli::cli_variables(&args.variable, &cwd)?;
+    let dotenv = cli::dotenv(&cwd.join(".env"))?;
+    // Kept alive for as long as the app serves; dropping it stops the server.
+    let _local_model = match &args.mneme_local_model {
+        Some(spec) if local_model::configured("llm_url", &variables, &dotenv) => {
+            eprintln!("llm_url is set, so the local model `{spec}` is not started");
+            None
+        }
+        Some(spec) => {
+            let file = local_model::model_file(spec)?;
+            let threads = args
+                .mneme_local_model_threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            // Started from the main thread, which lives as long as the
+            // process: the server's parent-death signal follows the thread
+            // that started it.
+            let m = local_model::LocalModel::start(manifest.parent().unwrap_or(&cwd), &file, threads)?;
+            // `--variable` is the top provider, but no provider names
+            // llm_url (checked above), nor llm_model where it is added.
+            if !local_model::configured("llm_model", &variables, &dotenv) {
+                variables.insert("llm_model".into(), m.name.clone());
+            }
+            if !local_model::configured("llm_light_timeout_ms", &variables, &dotenv) {
+                variables.insert("llm_light_timeout_ms".into(), local_model::LIGHT_TIMEOUT_MS.to_string());
+            }
+            variables.insert("llm_url".into(), m.url.clone());
+            Some(m)
+        }
+        None => None,
+    };
     let app = Arc::new(
         app::App::load(app::LoadOptions {
-            manifest: cli::manifest_path(args.from.as_deref(), &cwd)?,
+            manifest,
             runtime_config: args.runtime_config_file.clone(),
             state_dir: cli::state_dir(args.state_dir.as_deref()),
             limits,
-            variables: cli::cli_variables(&args.variable, &cwd)?,
-            dotenv: cli::dotenv(&cwd.join(".env"))?,
+            variables,
+            dotenv,
             env: args.env.clone(),
         })
         .await?,
@@ -155,7 +192,7 @@ async fn up(args: cli::UpArgs) -> Result<()> {
     let listener =
         tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    cron::spawn_all(ticks, &app.manifest.cron)?;
+    cron::spawn_all(ticks, &app.manifest.cron, cron::Console::from_env(args.mneme_log_ticks))?;
     println!("Ready in {} ms", started.elapsed().as_millis());
     println!("Serving http://{addr}");
     println!("Available Routes:");
@@ -170,7 +207,7 @@ async fn up(args: cli::UpArgs) -> Result<()> {
 
 /// `mneme cron`: the schedules of the manifest, sent to `url` until the
 /// process is stopped.
-async fn cron_only(url: &str, from: Option<&str>) -> Result<()> {
+async fn cron_only(url: &str, from: Option<&str>, log_ticks: bool) -> Result<()> {
     let cwd = std::env::current_dir()?;
     let m = manifest::load(&cli::manifest_path(from, &cwd)?)?;
     if m.cron.is_empty() {
@@ -188,7 +225,7 @@ async fn cron_only(url: &str, from: Option<&str>) -> Result<()> {
     eprintln!("mneme cron: {} schedules of {} against {url}", m.cron.len(), m.name);
     let target = Arc::new(cron::Target::remote(url, token));
     cron::run_startup_until_done(&target, &m.cron).await;
-    cron::spawn_all(target, &m.cron)?;
+    cron::spawn_all(target, &m.cron, cron::Console::from_env(log_ticks))?;
     shutdown_signal().await;
     otel::flush(Duration::from_secs(5));
     Ok(())

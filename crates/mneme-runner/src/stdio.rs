@@ -9,6 +9,11 @@
 //!
 //! A line with no newline yet waits for one, for [`LONGEST`] bytes, or for
 //! the instance to end (the buffer is written out when its store drops).
+//!
+//! While tracing, each whole line is also an event, `app_log`, on the
+//! innermost span open in the instance, as Spin turns an app's log lines
+//! into events on its current span: a model's fallback, which the guest
+//! logs, is then on the trace of the request that fell back.
 
 use std::io::Write;
 use std::pin::Pin;
@@ -53,6 +58,9 @@ pub struct Lines {
 struct Pending {
     target: Target,
     bytes: Mutex<Vec<u8>>,
+    /// Where a line's event goes while tracing: the instance's open spans,
+    /// and the component's id.
+    trace: Option<(Arc<crate::otel::Scope>, Arc<str>)>,
 }
 
 impl Drop for Pending {
@@ -65,8 +73,8 @@ impl Drop for Pending {
 }
 
 impl Lines {
-    pub fn new(target: Target) -> Lines {
-        Lines { pending: Arc::new(Pending { target, bytes: Mutex::new(Vec::new()) }) }
+    pub fn new(target: Target, trace: Option<(Arc<crate::otel::Scope>, Arc<str>)>) -> Lines {
+        Lines { pending: Arc::new(Pending { target, bytes: Mutex::new(Vec::new()), trace }) }
     }
 
     /// Adds `bytes` and writes out every line they finish.
@@ -77,9 +85,25 @@ impl Lines {
             split_ready(&mut pending)
         };
         match ready {
-            Some(lines) => self.pending.target.write(&lines),
+            Some(lines) => {
+                if let Some((scope, component)) = &self.pending.trace {
+                    trace_lines(scope, component, &lines);
+                }
+                self.pending.target.write(&lines)
+            }
             None => Ok(()),
         }
+    }
+}
+
+/// Each line as an `app_log` event on the innermost open span (the
+/// attribute names are Spin's).
+fn trace_lines(scope: &crate::otel::Scope, component: &str, lines: &[u8]) {
+    let Some(span) = scope.parent(&[]) else { return };
+    for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let text = String::from_utf8_lossy(line).into_owned();
+        let attributes = vec![("app_log", text.into()), ("component_id", component.to_string().into())];
+        crate::otel::add_event(span, "app_log", attributes);
     }
 }
 

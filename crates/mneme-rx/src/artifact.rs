@@ -21,6 +21,30 @@ pub const MAX_SOURCES: usize = 5;
 /// The system prompt of the composing model call.
 pub const PROMPT: &str = include_str!("../../../prompts/rx-compose.md");
 
+/// The JSON Schema of a composed narrative (D-L2): the prompt's fields, the
+/// counter-thesis with both of its conditions.
+pub fn schema() -> String {
+    let text = |max: usize| serde_json::json!({"type": "string", "maxLength": max});
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "tldr": text(300),
+            "seeing": text(1200),
+            "recommendation": text(800),
+            "why": text(1200),
+            "counter_thesis": {
+                "type": "object",
+                "properties": {"argument": text(1000), "reject_if": text(400), "accept_if": text(400)},
+                "required": ["argument", "reject_if", "accept_if"],
+                "additionalProperties": false,
+            },
+        },
+        "required": ["tldr", "seeing", "recommendation", "why", "counter_thesis"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
 /// The narrative the model (or the template) writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Draft {

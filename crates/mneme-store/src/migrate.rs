@@ -77,7 +77,14 @@ pub async fn migrate(sql: &Sql, now_ms: u64) -> Result<Vec<(u32, String)>, Store
         let step = sql
             .transaction(async |tx| {
                 if tx.kind() == SqlKind::Postgres {
-                    tx.execute("SET LOCAL statement_timeout = 0", &[]).await?;
+                    // The session's bounds (D-F19) are lifted for this
+                    // transaction: a second migrator waits on the lock.
+                    tx.query(
+                        "SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true), \
+                         set_config('idle_in_transaction_session_timeout', '0', true)",
+                        &[],
+                    )
+                    .await?;
                     tx.execute("SELECT pg_advisory_xact_lock($1)", &[Value::Int(PG_LOCK_KEY)]).await?;
                 }
                 // Under the lock: concurrent `CREATE TABLE IF NOT EXISTS`

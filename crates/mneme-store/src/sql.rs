@@ -34,12 +34,38 @@ fn pool_busy(e: &StoreError) -> bool {
     e.code == "store-unavailable" && e.message.contains("no connection was free")
 }
 
+/// Whether `e` is the app giving up on a store that did not answer in time
+/// ([`within`]), as opposed to one that answered with an error.
+fn did_not_answer(e: &StoreError) -> bool {
+    e.code == "store-unavailable" && e.message.contains("did not answer within")
+}
+
 /// How long a rollback after a failure may take.
 const ROLLBACK_WAIT: Duration = Duration::from_secs(1);
 
-/// The server-side limit on one PostgreSQL statement, so one the app gave up
-/// on does not run on (migrations lift it for their own transaction).
-pub const STATEMENT_TIMEOUT_MS: u64 = 5_000;
+/// The server-side limits on each PostgreSQL session the app opens, just
+/// under the guest's [`DEADLINE`], so the server usually gives up first and
+/// the connection comes back clean: a statement the app would stop waiting
+/// for is cancelled (3.9 s), a lock wait ends with an error naming the lock
+/// (3.8 s), and a transaction left open and idle, such as one whose request
+/// was dropped mid-way, is ended (10 s) rather than holding its locks and
+/// handing its writes to the pool's next user. A queue of writers on a
+/// corpus lock keeps the 4 s it had under the guest's deadline alone.
+/// Migrations lift all three for their own transaction.
+pub const STATEMENT_TIMEOUT_MS: u64 = 3_900;
+pub const LOCK_TIMEOUT_MS: u64 = 3_800;
+pub const IDLE_IN_TRANSACTION_MS: u64 = 10_000;
+
+/// The `options` the app's sessions start with: [`STATEMENT_TIMEOUT_MS`],
+/// [`LOCK_TIMEOUT_MS`], [`IDLE_IN_TRANSACTION_MS`]. As startup options they
+/// are the session's reset values, so they survive the `RESET ALL` Spin's
+/// pool runs each time it hands a connection out.
+pub fn session_options() -> String {
+    format!(
+        "-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout={LOCK_TIMEOUT_MS} \
+         -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+    )
+}
 
 /// Runs `call` for at most `limit`; past it, `store-unavailable` naming `what`.
 pub async fn within<T>(
@@ -68,27 +94,100 @@ pub fn storable(params: &[Value]) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// A PostgreSQL address with the app's deadlines added: `connect_timeout`
-/// (seconds) and a server-side `statement_timeout`, unless the address sets
-/// its own. Key/value form (`host=… dbname=…`) is left as it is.
+/// A PostgreSQL address, in either form libpq takes, with the app's bounds
+/// added (D-F19): `connect_timeout` unless it sets its own, and
+/// [`session_options`] before any `options` of its own, so a `-c` it gives
+/// still wins. An address that does not parse is left as it is (the
+/// connect then reports it).
 pub fn with_deadlines(url: &str) -> String {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return url.to_string();
+    let connect = DEADLINE.as_secs().saturating_sub(1).max(1);
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut params: Vec<(String, String)> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        if !params.iter().any(|(k, _)| k == "connect_timeout") {
+            params.push(("connect_timeout".into(), connect.to_string()));
+        }
+        let ours = percent_encode(&session_options());
+        match params.iter_mut().find(|(k, _)| k == "options") {
+            Some((_, theirs)) => *theirs = format!("{ours}%20{theirs}"),
+            None => params.push(("options".into(), ours)),
+        }
+        let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        return format!("{base}?{}", query.join("&"));
     }
-    let mut out = url.to_string();
-    let query = url.split_once('?').map_or("", |(_, q)| q);
-    let has = |k: &str| query.split('&').any(|p| p.split('=').next() == Some(k));
-    let mut sep = if url.contains('?') { '&' } else { '?' };
-    if !has("connect_timeout") {
-        out.push(sep);
-        out.push_str(&format!("connect_timeout={}", DEADLINE.as_secs().saturating_sub(1).max(1)));
-        sep = '&';
+    let Some(mut pairs) = conninfo_pairs(url) else { return url.to_string() };
+    if !pairs.iter().any(|(k, _)| k == "connect_timeout") {
+        pairs.push(("connect_timeout".into(), connect.to_string()));
     }
-    if !has("options") {
-        out.push(sep);
-        out.push_str(&format!("options=-c%20statement_timeout%3D{STATEMENT_TIMEOUT_MS}"));
+    match pairs.iter_mut().find(|(k, _)| k == "options") {
+        Some((_, theirs)) => *theirs = format!("{} {theirs}", session_options()),
+        None => pairs.push(("options".into(), session_options())),
     }
-    out
+    let out: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", conninfo_quote(v))).collect();
+    out.join(" ")
+}
+
+/// Percent-encodes what a URL query value cannot hold as it is.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The `keyword = value` pairs of a libpq key/value address: a value is a
+/// bare word (with `\` escaping the next character) or single-quoted (with
+/// `\'` and `\\`); `None` when it does not parse.
+pub fn conninfo_pairs(s: &str) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Some(out);
+        }
+        let mut key = String::new();
+        while let Some(c) = chars.next_if(|c| !c.is_whitespace() && *c != '=') {
+            key.push(c);
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if key.is_empty() || chars.next() != Some('=') {
+            return None;
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next()? {
+                    '\\' => value.push(chars.next()?),
+                    '\'' => break,
+                    c => value.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                value.push(if c == '\\' { chars.next()? } else { c });
+            }
+        }
+        out.push((key, value));
+    }
+}
+
+/// A key/value address's value, quoted as libpq reads it back.
+fn conninfo_quote(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:@,+".contains(c)) {
+        return v.to_string();
+    }
+    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 /// A SQL value as both backends exchange it.
@@ -282,7 +381,22 @@ impl Sql {
             sqlite::Connection::open(label).await.map_err(sqlite_error)
         })
         .await?;
-        Ok(Self { conn: Conn::Sqlite(conn), deadline: SQLITE_DEADLINE.into() })
+        let sql = Self { conn: Conn::Sqlite(conn), deadline: SQLITE_DEADLINE.into() };
+        // Readers beside the writer, under any runner: `mneme up` opens the
+        // file in WAL mode; Spin does not, and there readers and writers
+        // locked each other out under concurrent writes (#50). The mode is
+        // kept in the file, so one instance's switch serves every later
+        // one; a switch refused while another connection holds the file is
+        // tried again by the next instance.
+        static WAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !WAL.load(std::sync::atomic::Ordering::Relaxed)
+            && sql.query("PRAGMA journal_mode = WAL", &[]).await.is_ok_and(|r| {
+                r.first().and_then(|r| r.text("journal_mode").ok()).is_some_and(|m| m.eq_ignore_ascii_case("wal"))
+            })
+        {
+            WAL.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(sql)
     }
 
     pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
@@ -402,6 +516,25 @@ impl Sql {
         }
     }
 
+    /// `BEGIN IMMEDIATE`, waiting its turn: a runner's SQLite may answer
+    /// "database is locked" at once or after its own busy timeout (Spin's is
+    /// rusqlite's 5 s, with growing sleeps) while other writers hold the
+    /// file. Nothing has been done yet, so it is tried again, with a short
+    /// pause, until the SQLite deadline.
+    async fn begin_immediate(&self) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match self.execute("BEGIN IMMEDIATE", &[]).await {
+                Err(e) if busy(&e) && started.elapsed() + pause < SQLITE_DEADLINE => {
+                    spin_sdk::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                other => return other.map(|_| ()),
+            }
+        }
+    }
+
     /// Runs `body` inside a transaction: committed when it returns `Ok`,
     /// rolled back otherwise. On SQLite the transaction takes the write lock
     /// up front (`BEGIN IMMEDIATE`) so two writers never deadlock on upgrade.
@@ -417,7 +550,7 @@ impl Sql {
     pub async fn transaction<T>(&self, body: impl AsyncFnOnce(&Sql) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let out = match self.kind() {
             SqlKind::Sqlite => {
-                self.execute("BEGIN IMMEDIATE", &[]).await?;
+                self.begin_immediate().await?;
                 body(self).await
             }
             SqlKind::Postgres => match futures::join!(self.execute("BEGIN", &[]), body(self)) {
@@ -435,7 +568,9 @@ impl Sql {
                 // rollback leaves the connection closed with the request. A
                 // store that did not answer gets no rollback to wait for: the
                 // host closes the connection, which ends the transaction.
-                if e.code != "store-unavailable" {
+                // One that answered with a bound of its own (a lock wait, a
+                // cancelled statement) still answers, and goes back clean.
+                if !did_not_answer(&e) {
                     let _ = within(ROLLBACK_WAIT, "rolling back", self.execute_now("ROLLBACK", &[])).await;
                 }
                 Err(e)
@@ -527,6 +662,11 @@ fn from_pg(v: &pg::DbValue) -> Value {
     }
 }
 
+/// Whether SQLite refused because another connection holds the file.
+fn busy(e: &StoreError) -> bool {
+    e.code == "store-unavailable" && (e.message.contains("locked") || e.message.contains("busy"))
+}
+
 fn sqlite_error(e: sqlite::Error) -> StoreError {
     use sqlite::Error as E;
     match e {
@@ -547,6 +687,21 @@ fn pg_sdk_error(e: pg::Error) -> StoreError {
     }
 }
 
+/// Why PostgreSQL ended a statement that was not at fault (a bound of the
+/// session's, D-F19, or the server going away), by SQLSTATE; none for an
+/// error of the statement's own.
+pub fn server_gave_up(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "55P03" => "waited 3.8 s (lock_timeout) for a lock another writer holds",
+        "57014" => "cancelled the statement (its time limit, or an operator)",
+        "25P03" => "ended a transaction left idle",
+        "57P01" | "57P02" | "57P03" => "is shutting down or not yet accepting connections",
+        "53300" => "has no connection slot free",
+        c if c.starts_with("08") => "lost the connection",
+        _ => return None,
+    })
+}
+
 fn pg_error(e: pg::PgError) -> StoreError {
     use pg::PgError as E;
     match e {
@@ -555,6 +710,10 @@ fn pg_error(e: pg::PgError) -> StoreError {
         E::QueryFailed(pg::QueryError::DbError(d)) if d.code.starts_with("23") => {
             StoreError::new("conflict", format!("{} ({})", d.message, d.code))
         }
+        E::QueryFailed(pg::QueryError::DbError(d)) if server_gave_up(&d.code).is_some() => StoreError::new(
+            "store-unavailable",
+            format!("PostgreSQL {}: {} ({})", server_gave_up(&d.code).unwrap_or_default(), d.message, d.code),
+        ),
         E::QueryFailed(pg::QueryError::DbError(d)) => StoreError::new("bad-sql", format!("{} ({})", d.message, d.code)),
         E::QueryFailed(pg::QueryError::Text(m)) => StoreError::new("bad-sql", m),
         E::Other(m) if m.contains("not permitted") || m.contains("not allowed") => StoreError::new("access-denied", m),
@@ -567,25 +726,48 @@ mod tests {
     use super::sqlite_placeholders as rw;
 
     #[test]
-    fn postgres_addresses_get_the_deadlines_they_do_not_set() {
-        use super::with_deadlines as w;
-        assert_eq!(
-            w("postgres://u@h:5432/db"),
-            "postgres://u@h:5432/db?connect_timeout=3&options=-c%20statement_timeout%3D5000"
-        );
-        assert_eq!(
-            w("postgresql://h/db?sslmode=disable"),
-            "postgresql://h/db?sslmode=disable&connect_timeout=3&options=-c%20statement_timeout%3D5000"
-        );
-        assert_eq!(
-            w("postgres://h/db?connect_timeout=9"),
-            "postgres://h/db?connect_timeout=9&options=-c%20statement_timeout%3D5000"
-        );
-        assert_eq!(
-            w("postgres://h/db?options=-c%20search_path%3Dx"),
-            "postgres://h/db?options=-c%20search_path%3Dx&connect_timeout=3"
-        );
-        assert_eq!(w("host=h dbname=db"), "host=h dbname=db", "key/value form is left alone");
+    fn postgres_addresses_get_the_bounds_they_do_not_set_in_either_form() {
+        use super::{conninfo_pairs, with_deadlines as w};
+        const O: &str = "-c%20statement_timeout%3D3900%20-c%20lock_timeout%3D3800%20-c%20idle_in_transaction_session_timeout%3D10000";
+        const KV: &str = "'-c statement_timeout=3900 -c lock_timeout=3800 -c idle_in_transaction_session_timeout=10000";
+        let cases = [
+            ("postgres://u@h:5432/db", format!("postgres://u@h:5432/db?connect_timeout=3&options={O}")),
+            (
+                "postgresql://h/db?sslmode=disable",
+                format!("postgresql://h/db?sslmode=disable&connect_timeout=3&options={O}"),
+            ),
+            ("postgres://h/db?connect_timeout=9", format!("postgres://h/db?connect_timeout=9&options={O}")),
+            (
+                "postgres://h/db?options=-c%20statement_timeout%3D1000",
+                format!("postgres://h/db?options={O}%20-c%20statement_timeout%3D1000&connect_timeout=3"),
+            ),
+            ("host=h dbname=db", format!("host=h dbname=db connect_timeout=3 options={KV}'")),
+            ("host = h  connect_timeout=9", format!("host=h connect_timeout=9 options={KV}'")),
+            (
+                r"host=h options='-c search_path=it\'s' password=a\ b",
+                format!(r"host=h options={KV} -c search_path=it\'s' password='a b' connect_timeout=3"),
+            ),
+            (
+                "host=127.0.0.1 user=postgres dbname=t_1 application_name=mneme-health",
+                format!(
+                    "host=127.0.0.1 user=postgres dbname=t_1 application_name=mneme-health connect_timeout=3 options={KV}'"
+                ),
+            ),
+        ];
+        for (given, want) in cases {
+            let got = w(given);
+            assert_eq!(got, want, "{given}");
+            if !given.starts_with("postgres") {
+                // What libpq reads back: every key the address gave, and ours.
+                let back = conninfo_pairs(&got).unwrap();
+                for (k, v) in conninfo_pairs(given).unwrap() {
+                    let now = &back.iter().find(|(b, _)| *b == k).unwrap().1;
+                    assert!(if k == "options" { now.ends_with(&v) } else { *now == v }, "{k}: {now}");
+                }
+                assert!(back.iter().any(|(k, v)| k == "options" && v.starts_with("-c statement_timeout=3900")));
+            }
+        }
+        assert_eq!(w("host='unterminated"), "host='unterminated", "an address that does not parse is kept");
     }
 
     #[test]
@@ -594,6 +776,18 @@ mod tests {
         assert!(storable(&[Value::Text("a b".into()), Value::Blob(vec![0, 1]), Value::Int(0)]).is_ok());
         let e = storable(&[Value::Int(1), Value::Text("a\0b".into())]).unwrap_err();
         assert_eq!(e.code, "invalid");
+    }
+
+    #[test]
+    fn the_servers_own_bounds_are_unavailability_not_bad_sql() {
+        use super::server_gave_up as g;
+        for code in ["55P03", "57014", "25P03", "57P01", "57P03", "53300", "08006", "08003"] {
+            assert!(g(code).is_some(), "{code}");
+        }
+        assert!(g("55P03").unwrap().contains("lock"));
+        for code in ["42601", "23505", "22P02", "40001", "XX000"] {
+            assert_eq!(g(code), None, "{code} is the statement's own error");
+        }
     }
 
     #[test]

@@ -41,39 +41,112 @@ pub struct NewItem<'a> {
 /// Adds an item; returns its sequence number. Call inside the caller's
 /// transaction so the row and its signature land together.
 pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) -> Result<i64> {
-    let NewItem { corpus, ref_id, title, body, context, date, meta } = *item;
-    if embedding.len() != crate::EMBEDDING_DIM {
-        return Err(Fail::new(
-            "internal",
-            format!("an embedding of {} dimensions, not {}", embedding.len(), crate::EMBEDDING_DIM),
-        ));
+    let seqs = put_many(sql, &[(item, embedding)], now_ms).await?;
+    seqs.first().copied().ok_or_else(|| Fail::new("internal", "insert returned no sequence number"))
+}
+
+/// Rows per multi-row `INSERT` (8 parameters each: well inside both
+/// databases' limits).
+const ROWS_PER_INSERT: usize = 50;
+
+/// Adds items of one corpus at once, with distinct ids; returns their
+/// sequence numbers in order. Call inside the caller's transaction. The
+/// corpus lock is held for a handful of statements whatever the number of
+/// items (one `INSERT` per 50 rows and table, one read and write per
+/// signature list, one term count), not for seven per item: twenty writers
+/// of twenty documents each queued past the 4 s deadline under Spin (#50).
+///
+/// A list's last block is read, changed and written back, so two writers
+/// must not do it at once: on SQLite every write transaction already holds
+/// the write lock (`BEGIN IMMEDIATE`); on Postgres the corpus's
+/// transaction-scoped advisory lock queues them ([`lock`]). Without it,
+/// concurrent document batches lost signatures or collided on a new block's
+/// key (a 500).
+pub async fn put_many(sql: &Sql, items: &[(&NewItem<'_>, &[f32])], now_ms: u64) -> Result<Vec<i64>> {
+    let Some((first, _)) = items.first() else { return Ok(Vec::new()) };
+    let corpus = first.corpus;
+    let mut ids: Vec<&str> = Vec::with_capacity(items.len());
+    for (item, embedding) in items {
+        if item.corpus != corpus {
+            return Err(Fail::new("internal", "one batch of search items spans two corpora"));
+        }
+        if embedding.len() != crate::EMBEDDING_DIM {
+            return Err(Fail::new(
+                "internal",
+                format!("an embedding of {} dimensions, not {}", embedding.len(), crate::EMBEDDING_DIM),
+            ));
+        }
+        if ids.contains(&item.ref_id) {
+            return Err(Fail::new("internal", format!("the id {} twice in one batch", item.ref_id)));
+        }
+        ids.push(item.ref_id);
     }
     lock(sql, corpus).await?;
-    let rows = sql
-        .query(
-            "INSERT INTO search_index (corpus, ref_id, title, body, context, dated, meta, created_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
-            &[
-                corpus.into(),
-                ref_id.into(),
-                title.into(),
-                body.into(),
-                context.into(),
-                dated(date, now_ms).into(),
-                meta.to_string().into(),
-                (now_ms as i64).into(),
-            ],
-        )
-        .await?;
-    let seq = rows.first().ok_or_else(|| Fail::new("internal", "insert returned no sequence number"))?.i64("seq")?;
-    sql.execute(
-        "INSERT INTO search_vectors (seq, embedding) VALUES ($1, $2)",
-        &[seq.into(), f32_bytes(embedding).into()],
-    )
-    .await?;
-    append_signature(sql, corpus, seq, fusion::signature(embedding)).await?;
-    count_terms(sql, corpus, ref_id, Count::Add).await?;
-    Ok(seq)
+    let mut seqs = Vec::with_capacity(items.len());
+    for chunk in items.chunks(ROWS_PER_INSERT) {
+        let mut params: Vec<Value> = Vec::with_capacity(chunk.len() * 8);
+        let rows: Vec<String> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (item, _))| {
+                let NewItem { corpus, ref_id, title, body, context, date, meta } = **item;
+                params.extend([
+                    corpus.into(),
+                    ref_id.into(),
+                    title.into(),
+                    body.into(),
+                    context.into(),
+                    dated(date, now_ms).into(),
+                    meta.to_string().into(),
+                    (now_ms as i64).into(),
+                ]);
+                format!("({})", in_list(i * 8 + 1, 8))
+            })
+            .collect();
+        let returned = sql
+            .query(
+                &format!(
+                    "INSERT INTO search_index (corpus, ref_id, title, body, context, dated, meta, created_ms)
+                     VALUES {} RETURNING seq, ref_id",
+                    rows.join(", ")
+                ),
+                &params,
+            )
+            .await?;
+        // Neither database promises RETURNING's order: match by id.
+        for (item, _) in chunk {
+            let row = returned.iter().find(|r| r.text("ref_id").is_ok_and(|id| id == item.ref_id));
+            let row = row.ok_or_else(|| Fail::new("internal", "insert returned no sequence number"))?;
+            seqs.push(row.i64("seq")?);
+        }
+    }
+    let pairs: Vec<(i64, &[f32])> = seqs.iter().copied().zip(items.iter().map(|(_, e)| *e)).collect();
+    for chunk in pairs.chunks(ROWS_PER_INSERT) {
+        let mut params: Vec<Value> = Vec::with_capacity(chunk.len() * 2);
+        let rows: Vec<String> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (seq, e))| {
+                params.extend([Value::from(*seq), f32_bytes(e).into()]);
+                format!("({})", in_list(i * 2 + 1, 2))
+            })
+            .collect();
+        sql.execute(&format!("INSERT INTO search_vectors (seq, embedding) VALUES {}", rows.join(", ")), &params)
+            .await?;
+    }
+    // Each signature to its list (the corpus's flat blocks until its
+    // centroids are trained, D-K16), read under the lock so an item added
+    // while [`index`] trains lands where [`index`] finds it.
+    let centroids = writer_centroids(sql, corpus).await?;
+    let mut moving: std::collections::BTreeMap<i64, Block> = std::collections::BTreeMap::new();
+    for (seq, e) in &pairs {
+        let sig = fusion::signature(e);
+        let list = centroids.as_ref().map_or(FLAT, |c| c.list_of(&sig) as i64);
+        moving.entry(list).or_default().push(*seq, sig);
+    }
+    append_to_lists(sql, corpus, moving).await?;
+    count_terms(sql, corpus, &ids, Count::Add).await?;
+    Ok(seqs)
 }
 
 /// The words `date` is found by, or those of `now_ms`'s day when it is
@@ -101,14 +174,18 @@ enum Count {
 /// never touch the same lexeme rows at once (and never wait on each other's
 /// rows in two orders). A lexeme no item holds any more is deleted. SQLite counts from its FTS5 index
 /// instead, so there this does nothing. Call under the corpus lock.
-async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Result<()> {
-    if sql.kind() != SqlKind::Postgres {
+async fn count_terms(sql: &Sql, corpus: &str, ref_ids: &[&str], count: Count) -> Result<()> {
+    if sql.kind() != SqlKind::Postgres || ref_ids.is_empty() {
         return Ok(());
     }
-    let item_terms = "SELECT l, count(*) AS n FROM search_index, unnest(tsvector_to_array(tsv)) AS l
-                      WHERE corpus = $1 AND ref_id = $2 GROUP BY l";
-    let params = [Value::from(corpus), Value::from(ref_id)];
-    let item_rows = "SELECT count(*) FROM search_index WHERE corpus = $1 AND ref_id = $2";
+    let ids = in_list(2, ref_ids.len());
+    let item_terms = format!(
+        "SELECT l, count(*) AS n FROM search_index, unnest(tsvector_to_array(tsv)) AS l
+         WHERE corpus = $1 AND ref_id IN ({ids}) GROUP BY l"
+    );
+    let mut params = vec![Value::from(corpus)];
+    params.extend(ref_ids.iter().map(|id| Value::from(*id)));
+    let item_rows = format!("SELECT count(*) FROM search_index WHERE corpus = $1 AND ref_id IN ({ids})");
     match count {
         Count::Add => {
             sql.execute(
@@ -137,52 +214,6 @@ async fn count_terms(sql: &Sql, corpus: &str, ref_id: &str, count: Count) -> Res
                     "DELETE FROM search_terms WHERE corpus = $1 AND df <= 0 AND lexeme IN (SELECT l FROM ({item_terms}) AS x)"
                 ),
                 &params,
-            )
-            .await?;
-        }
-    }
-    Ok(())
-}
-
-/// Appends a signature to the last block of its list (the corpus's flat
-/// blocks until its centroids are trained, D-K16), or starts a new block.
-///
-/// The block is read, changed and written back, so two writers must not do
-/// it at once: on SQLite every write transaction already holds the write
-/// lock (`BEGIN IMMEDIATE`); on Postgres the corpus's transaction-scoped
-/// advisory lock queues them ([`lock`]). Without it, concurrent
-/// document batches lost signatures or collided on a new block's key (a
-/// 500). The centroids are read under the lock, so an item added while
-/// [`index`] trains them lands in a list, or flat where [`index`] moves it.
-/// Call under that lock ([`put`] takes it).
-async fn append_signature(sql: &Sql, corpus: &str, seq: i64, sig: Vec<u64>) -> Result<()> {
-    let list = match writer_centroids(sql, corpus).await? {
-        Some(c) => c.list_of(&sig) as i64,
-        None => FLAT,
-    };
-    let last = sql
-        .query(
-            &format!(
-                "SELECT block, n, seqs, sigs FROM {} WHERE corpus = $1 AND list = $2 ORDER BY block DESC LIMIT 1",
-                by_list(sql)
-            ),
-            &[corpus.into(), list.into()],
-        )
-        .await?;
-    match last.first() {
-        Some(r) if (r.i64("n")? as usize) < fusion::BLOCK_SIZE => {
-            let mut b = decode(r)?;
-            b.push(seq, sig);
-            write_block(sql, corpus, r.i64("block")?, &b).await?;
-        }
-        _ => {
-            let mut b = Block::default();
-            b.push(seq, sig);
-            let (seqs, sigs) = b.encode();
-            sql.execute(
-                "INSERT INTO vector_blocks (corpus, block, list, n, seqs, sigs, lo, hi)
-                 SELECT $1, coalesce(max(block), -1) + 1, $2, 1, $3, $4, $5, $5 FROM vector_blocks WHERE corpus = $1",
-                &[corpus.into(), list.into(), seqs.into(), sigs.into(), seq.into()],
             )
             .await?;
         }
@@ -488,16 +519,22 @@ async fn read_blocks(sql: &Sql, corpus: &str, blocks: &[i64]) -> Result<Vec<(i64
 /// then in new blocks of at most [`fusion::BLOCK_SIZE`]. One read finds
 /// every list's last block that has room.
 async fn append_to_lists(sql: &Sql, corpus: &str, moving: std::collections::BTreeMap<i64, Block>) -> Result<()> {
+    if moving.is_empty() {
+        return Ok(());
+    }
+    let mut params: Vec<Value> = vec![corpus.into()];
+    params.extend(moving.keys().map(|l| Value::from(*l)));
     let open = sql
         .query(
             &format!(
-                "SELECT list, block, seqs, sigs FROM {} WHERE corpus = $1 AND list >= 0 AND n < {}
+                "SELECT list, block, seqs, sigs FROM {} WHERE corpus = $1 AND list IN ({}) AND n < {}
                  AND block = (SELECT max(block) FROM {} WHERE w.corpus = $1 AND w.list = v.list)",
                 by_list_as(sql, "v"),
+                in_list(2, moving.len()),
                 fusion::BLOCK_SIZE,
                 by_list_as(sql, "w"),
             ),
-            &[corpus.into()],
+            &params,
         )
         .await?;
     let mut last: std::collections::HashMap<i64, (i64, Block)> = std::collections::HashMap::new();
@@ -565,6 +602,25 @@ async fn write_block(sql: &Sql, corpus: &str, block: i64, b: &Block) -> Result<(
     Ok(())
 }
 
+/// Which of `ids` the corpus holds, in one read.
+pub async fn present(sql: &Sql, corpus: &str, ids: &[&str]) -> Result<Vec<String>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut params: Vec<Value> = vec![corpus.into()];
+    params.extend(ids.iter().map(|id| Value::from(*id)));
+    let rows = sql
+        .query(
+            &format!(
+                "SELECT DISTINCT ref_id FROM search_index WHERE corpus = $1 AND ref_id IN ({})",
+                in_list(2, ids.len())
+            ),
+            &params,
+        )
+        .await?;
+    rows.iter().map(|r| Ok(r.text("ref_id")?)).collect()
+}
+
 /// Removes an item, its embedding and its signatures from search, and
 /// returns how many rows it had. Call inside a transaction: the rows and
 /// the blocks change together.
@@ -579,7 +635,7 @@ pub async fn remove(sql: &Sql, corpus: &str, ref_id: &str) -> Result<u64> {
         return Ok(0);
     }
     lock(sql, corpus).await?;
-    count_terms(sql, corpus, ref_id, Count::Remove).await?;
+    count_terms(sql, corpus, &[ref_id], Count::Remove).await?;
     // The lists the signatures are in follow from the embeddings (D-K16).
     let mut lists = vec![FLAT];
     if let Some(c) = writer_centroids(sql, corpus).await? {
@@ -641,14 +697,14 @@ async fn drop_signatures(sql: &Sql, corpus: &str, seqs: &[i64], lists: &[i64]) -
 /// term counts change together.
 pub async fn retext(sql: &Sql, corpus: &str, ref_id: &str, title: &str, body: &str, date: &str) -> Result<()> {
     lock(sql, corpus).await?;
-    count_terms(sql, corpus, ref_id, Count::Remove).await?;
+    count_terms(sql, corpus, &[ref_id], Count::Remove).await?;
     sql.execute(
         "UPDATE search_index SET title = $3, body = $4, dated = CASE WHEN $5 = '' THEN dated ELSE $5 END
          WHERE corpus = $1 AND ref_id = $2",
         &[corpus.into(), ref_id.into(), title.into(), body.into(), fusion::date_words(date).into()],
     )
     .await?;
-    count_terms(sql, corpus, ref_id, Count::Add).await
+    count_terms(sql, corpus, &[ref_id], Count::Add).await
 }
 
 /// What candidate generation found, with timings.

@@ -285,6 +285,14 @@ pub fn format_date(days: i64) -> String {
     format!("{:04}-{:02}-{:02}", d.year(), d.month(), d.day())
 }
 
+/// The UTC calendar date (`YYYY-MM-DD`) `days` whole days before Unix ms
+/// `ms` (0: its own date): the day a ledger row is kept under, and the
+/// first day a window of days reads.
+pub fn utc_date_before(ms: u64, days: u32) -> String {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    format_date(ms.div_euclid(86_400_000) - i64::from(days))
+}
+
 /// Unix ms as an RFC 3339 UTC timestamp to the second, the form Mneme's
 /// records and API use: `2026-11-22T10:30:00Z`.
 pub fn utc_timestamp(ms: u64) -> String {
@@ -357,6 +365,19 @@ impl Recurrence {
             }
         };
         next.map_or(i64::MAX, |t| t.timestamp().as_millisecond())
+    }
+}
+
+#[cfg(test)]
+mod utc_date_tests {
+    #[test]
+    fn dates_before_cross_months_and_years() {
+        // 2026-03-01T00:30:00Z
+        let ms = 1_772_325_000_000;
+        assert_eq!(super::utc_date_before(ms, 0), "2026-03-01");
+        assert_eq!(super::utc_date_before(ms, 1), "2026-02-28");
+        assert_eq!(super::utc_date_before(ms, 60), "2025-12-31");
+        assert_eq!(super::utc_date_before(0, 1), "1969-12-31");
     }
 }
 

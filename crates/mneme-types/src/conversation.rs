@@ -127,7 +127,7 @@ pair!(record Weights, PureWeights {
 // The routing log's snapshot and the reflection prompt's input.
 serialize_as!(Signals => PureSignals);
 
-pair!(record Decision, PureDecision { mode, scores, margin, effective_margin, tiebreak });
+pair!(record Decision, PureDecision { mode, scores, margin, effective_margin, tiebreak, excluded });
 
 /// An action's parameters cross the seam as the JSON object's text; text
 /// that is not an object (no producer writes one) reads as no parameters.
@@ -188,6 +188,7 @@ mod tests {
             margin: 0.05,
             effective_margin: 0.2,
             tiebreak: Some((PureMode::Clarify, PureMode::Respond)),
+            excluded: vec![PureMode::Act],
         };
         let wit: Decision = d.clone().into();
         assert_eq!(wit.tiebreak, Some((Mode::Clarify, Mode::Respond)));

@@ -29,7 +29,7 @@ pair!(record KnowledgeEntry, PureEntry {
     source_channel, source_date, source_url, corroboration_count, last_corroborated_at, superseded_by, created_at,
     extractor,
 });
-pair!(record Transcript, Source { source_type, source_channel, source_date, source_url, text });
+pair!(record Transcript, Source { source_type, source_channel, source_date, source_url, principal, text });
 pair!(record Candidate, PureCandidate {
     kind, topic, position, reasoning, pattern_hint, style_only, confidence, stability, tags, notes,
 });

@@ -28,7 +28,7 @@ spin_sdk::wit_bindgen::generate!({
         "signals", "given-back", "gist-outcome", "gist-stored", "consolidation-summary", "seed-kind", "skip",
         "thought-kind", "drift-action", "thought", "knowledge-type", "confidence", "stability", "source-type",
         "search-mode", "stance", "outcome-kind", "knowledge-entry", "pattern-resolution", "candidate-outcome",
-        "job-status", "rec-status", "disposition",
+        "job-status", "rec-status", "disposition", "model-path",
     ],
     generate_all,
 });
@@ -48,9 +48,29 @@ pub mod memory {
 }
 pub mod tasks;
 
-pub use mneme::types::types::{ErrorCode, GivenBack, NotDue, StageError, VaultFile};
+pub use mneme::types::types::{ErrorCode, GivenBack, ModelPath, NotDue, StageError, VaultFile};
 
 named_enum!(GivenBack { Queued => "queued", Failed => "failed" });
+
+// A ledger row's `path` and the name a fallback line gives.
+named_enum!(ModelPath {
+    Triage => "triage",
+    Tiebreak => "tiebreak",
+    ActPlan => "act-plan",
+    ActCritic => "act-critic",
+    Reply => "reply",
+    ToolReply => "tool-reply",
+    KnowledgeExtract => "knowledge-extract",
+    KnowledgeStance => "knowledge-stance",
+    ConsolidateChunk => "consolidate-chunk",
+    ConsolidateEpisode => "consolidate-episode",
+    ConsolidateSemantic => "consolidate-semantic",
+    DriftThought => "drift-thought",
+    TaskPlan => "task-plan",
+    TaskAct => "task-act",
+    RxCompose => "rx-compose",
+    Reflection => "reflection",
+});
 
 /// Every code, in the order WIT lists them.
 pub const CODES: [ErrorCode; 23] = [
@@ -157,18 +177,29 @@ mod tests {
         assert_eq!(ErrorCode::from_name(""), ErrorCode::Internal);
     }
 
-    #[test]
-    fn the_wit_file_lists_exactly_these_codes() {
+    /// The cases of `enum NAME` in wit/types/types.wit, in order.
+    fn wit_enum(name: &str) -> Vec<&'static str> {
         let wit = include_str!("../../../wit/types/types.wit");
-        let body = &wit[wit.find("enum error-code {").unwrap()..];
+        let body = &wit[wit.find(&format!("enum {name} {{")).unwrap()..];
         let body = &body[..body.find('}').unwrap()];
-        let listed: Vec<&str> = body
-            .lines()
+        body.lines()
             .skip(1)
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with("///"))
             .map(|l| l.trim_end_matches(','))
-            .collect();
-        assert_eq!(listed, CODES.map(ErrorCode::name), "wit/types/types.wit and CODES differ");
+            .collect()
+    }
+
+    #[test]
+    fn the_wit_file_lists_exactly_these_codes() {
+        assert_eq!(wit_enum("error-code"), CODES.map(ErrorCode::name), "wit/types/types.wit and CODES differ");
+    }
+
+    #[test]
+    fn model_path_names_are_the_wit_names() {
+        let listed = wit_enum("model-path");
+        // wit-bindgen lifts an enum from its index in WIT's order.
+        let named: Vec<&str> = (0..listed.len() as u8).map(|i| unsafe { ModelPath::_lift(i) }.as_str()).collect();
+        assert_eq!(listed, named);
     }
 }

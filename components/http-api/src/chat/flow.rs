@@ -8,11 +8,13 @@ use std::time::Instant;
 use mneme_conversation::act::{self, Action, Limits};
 use mneme_conversation::context::Assembled;
 use mneme_conversation::generate::{self, ActResult, ReplySource};
+use mneme_conversation::honesty::{self, Done};
 use mneme_conversation::intent::Intent;
 use mneme_conversation::social::SocialMode;
 use mneme_conversation::triage::{self as tri, Triage};
 use mneme_conversation::{Mode, router as rt};
 use mneme_entry::act::{ActLoop, Origin};
+use mneme_entry::model::{JsonAsk, Ledger, ModelPath, ask_json};
 use mneme_http::new_id;
 use serde_json::{Value, json};
 
@@ -21,7 +23,7 @@ use super::request::{Exchange, Message};
 use super::stream::Out;
 use crate::mneme::commit::commit;
 use crate::mneme::context::context;
-use crate::mneme::llm::llm::{self, CompletionRequest, Tier};
+use crate::mneme::llm::llm::{self, Tier};
 use crate::mneme::router::router;
 use crate::mneme::triage::triage;
 use mneme_entry::clock;
@@ -60,16 +62,37 @@ impl Steps {
     }
 }
 
-/// Runs the pipeline; returns the milliseconds spent waiting on models and
-/// the time of each step.
-pub async fn pipeline(out: &mut Out, msg: &Message, request_id: &str, now: u64) -> Result<(u64, Value), StageError> {
+/// Runs the pipeline; returns the milliseconds spent waiting on models,
+/// the time of each step, and what the message cost in model calls and
+/// tokens (also added to the day's ledger, under the mode it was answered
+/// in).
+pub async fn pipeline(
+    out: &mut Out,
+    msg: &Message,
+    request_id: &str,
+    now: u64,
+) -> Result<(u64, Value, Value), StageError> {
     let mut steps = Steps::start();
     let ex = Exchange { msg, request_id, id: new_id(), now, started: clock::system_ms() };
-    let r = pipeline_steps(out, &ex, &mut steps).await?;
-    Ok((r, Value::Object(steps.list)))
+    let mut ledger = Ledger::default();
+    let r = pipeline_steps(out, &ex, &mut steps, &mut ledger).await;
+    let (calls, prompt, cached, completion) = ledger.totals();
+    let cost =
+        json!({"calls": calls, "prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": completion});
+    let kind = r.as_ref().ok().map(|(_, kind)| kind.clone());
+    ledger.flush(kind.as_deref(), now).await;
+    let (model_us, _) = r?;
+    Ok((model_us, Value::Object(steps.list), cost))
 }
 
-async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> Result<u64, StageError> {
+/// The pipeline; the model time and the message's kind for the ledger
+/// (the mode it was answered in, `social` for the social exit).
+async fn pipeline_steps(
+    out: &mut Out,
+    ex: &Exchange<'_>,
+    steps: &mut Steps,
+    ledger: &mut Ledger,
+) -> Result<(u64, String), StageError> {
     let (msg, now, exchange_id) = (ex.msg, ex.now, &ex.id);
     // µs spent waiting on a model (see `model_wait_us`).
     let mut model_us = 0u64;
@@ -99,7 +122,7 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
         let committed = commit_exchange(ex, &ctx, outcome).await?;
         out.event("message", json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": "social"}));
         steps.mark("commit");
-        return Ok(0);
+        return Ok((0, "social".into()));
     }
 
     // Model time counts the embedding model as well as the language model.
@@ -126,31 +149,46 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
         fact_count: ctx.facts.len(),
         tools: configured_tools().await?,
     };
-    let messages = mneme_entry::model::system_user(tri::PROMPT, tri::user_message(&input));
     let t0 = clock::system_ms();
     let call = Instant::now();
-    let answer = llm::complete(CompletionRequest {
-        tier: Tier::Light,
-        messages,
-        max_tokens: Some(300),
-        temperature: Some(0.1),
-        json: true,
-        timeout_ms: tri::TIMEOUT_MS,
-    })
-    .await;
-    let took = clock::system_ms().saturating_sub(t0);
-    model_us += mneme_entry::model::wait_us(&answer, call);
-    let (ans, error) = match answer {
-        Ok(c) => (Some(c.text), None),
-        Err(e) => (None, Some(e.code.name())),
+    // The rules first (D-L5): a skill command or a plain question needs no
+    // model; the rest goes to the light model within its budget.
+    let heuristic = tri::heuristic(&msg.text, &input.tools);
+    let (ans, error) = match tri::settled_by_rules(&msg.text, &heuristic, !input.tools.is_empty()) {
+        Some(why) => {
+            let configured = llm::status(1).await.configured;
+            let reason = if configured { format!("{}{why}", tri::SETTLED) } else { no_model_code() };
+            (None, Some(reason))
+        }
+        None => {
+            let ask = JsonAsk {
+                path: ModelPath::Triage,
+                tier: Tier::Light,
+                messages: mneme_entry::model::system_user(tri::PROMPT, tri::user_message(&input)),
+                schema: tri::schema(),
+                max_tokens: 60,
+                temperature: 0.1,
+                timeout_ms: light_timeout_ms().await,
+            };
+            let answer = ask_json(ledger, ask, now, |t| tri::parse(t).map(|_| t.to_string())).await;
+            model_us += match &answer {
+                Ok((_, c)) => c.wait_us,
+                Err(_) => call.elapsed().as_micros() as u64,
+            };
+            match answer {
+                Ok((text, _)) => (Some(text), None),
+                Err(why) => (None, Some(why.reason)),
+            }
+        }
     };
+    let took = clock::system_ms().saturating_sub(t0);
     // No model is configured at all (not one that failed): the no-model
     // rules settle the mode and the reply says so (D-C32).
-    let no_model = error == Some(mneme_types::ErrorCode::ModelUnavailable.name());
+    let no_model = error.as_deref() == Some(mneme_types::ErrorCode::ModelUnavailable.name());
     let triaged: Triage = triage::decide(TriageCall {
         input: input.clone().into(),
         answer: ans,
-        error: error.map(Into::into),
+        error,
         took_ms: took,
         exchange_id: exchange_id.clone(),
         thread_id: msg.thread_id.clone(),
@@ -177,28 +215,36 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
         if !tools.is_empty() {
             let waited = path_b(out, ex, &ctx, &intent, &tools).await?;
             steps.mark("tool_work");
-            return Ok(model_us + waited * 1000);
+            return Ok((model_us + waited * 1000, "tool".into()));
         }
     }
 
-    // Path C: the mode router decides unless triage chose to act.
+    // Path C: the mode router decides unless triage chose to act; a
+    // triage the model answered, or the rules settled, leaves it only the
+    // modes that agree with it (D-L5).
+    let settled = triaged.source == tri::Source::Model
+        || triaged.fallback_reason.as_deref().is_some_and(|r| r.starts_with(tri::SETTLED))
+        || triaged.overrides.iter().any(|o| o == tri::UNRESOLVED);
+    let excluded = rt::excluded_by_triage(triaged.mode, settled);
     let mut router_confidence = 1.0;
     let mut mode = if triaged.mode == Mode::Act {
         Mode::Act
     } else {
-        let (m, c, us) = route(ex, &ctx, &intent, None, false).await?;
+        let (m, c, us) = route(ex, &ctx, &intent, None, false, &excluded, ledger).await?;
         router_confidence = c;
         model_us += us;
         if no_model { mneme_conversation::nomodel::settle(m, &msg.text) } else { m }
     };
 
     let mut act_results: Vec<ActResult> = Vec::new();
+    let mut done: Vec<Done> = Vec::new();
     if mode == Mode::Act {
-        let (results, us) = act_loop(out, ex, &ctx, &triaged).await?;
+        let (results, ran, us) = act_loop(out, ex, &ctx, &triaged, ledger).await?;
         model_us += us;
         act_results = results;
+        done = ran;
         // Re-route to a terminal mode: previous mode ACT, no tie-breaker.
-        let (m, c, _) = route(ex, &ctx, &intent, Some(Mode::Act), true).await?;
+        let (m, c, _) = route(ex, &ctx, &intent, Some(Mode::Act), true, &[], ledger).await?;
         router_confidence = c;
         mode = m;
         // Having acted, the reply reports what was done: any successful
@@ -215,9 +261,26 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
     let (text, source) = if mode == Mode::Ignore {
         (String::new(), ReplySource::Model)
     } else {
-        let (text, source, settled) = generate(out, mode, &ctx, &msg.text, &act_results, &mut model_us).await;
+        let (text, source, settled) = generate(out, mode, &ctx, &msg.text, &act_results, &mut model_us, ledger).await;
         mode = settled;
         (text, source)
+    };
+    // A reply claims only what was done (D-L3): a claim with no record
+    // behind it is cut, and the reply says what was not done and why.
+    let (text, corrected) = match honesty::correct(&text, &done) {
+        Some(fixed) => {
+            let why = mneme_entry::model::Fallback {
+                reason: "unbacked-claim".into(),
+                detail: honesty::unbacked(&text, &done)
+                    .into_iter()
+                    .map(|(_, s)| s.trim().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            };
+            ledger.fell_back(ModelPath::Reply, &why, clock::system_ms());
+            (fixed, true)
+        }
+        None => (text, false),
     };
     let generation_ms = clock::system_ms().saturating_sub(gen_started);
     let confidence = generate::confidence(ctx.memory_confidence, router_confidence, source);
@@ -237,12 +300,14 @@ async fn pipeline_steps(out: &mut Out, ex: &Exchange<'_>, steps: &mut Steps) -> 
         fast_path: false,
     };
     let committed = commit_exchange(ex, &ctx, outcome).await?;
-    out.event(
-        "message",
-        json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": source_label}),
-    );
+    let mut message = json!({"text": text, "topic": ctx.topic, "mode": mode, "confidence": confidence, "exchange_id": committed, "source": source_label});
+    if corrected {
+        // The streamed tokens said more than was done: this text replaces them.
+        message["corrected"] = json!(true);
+    }
+    out.event("message", message);
     steps.mark("commit");
-    Ok(model_us)
+    Ok((model_us, mode.as_str().to_string()))
 }
 
 /// The deterministic replies of the social exit (D-C7).
@@ -272,6 +337,8 @@ async fn route(
     intent: &Intent,
     previous: Option<Mode>,
     skip_tiebreaker: bool,
+    excluded: &[Mode],
+    ledger: &mut Ledger,
 ) -> Result<(Mode, f64, u64), StageError> {
     let (msg, now, exchange_id) = (ex.msg, ex.now, &ex.id);
     let t0 = clock::system_ms();
@@ -281,6 +348,7 @@ async fn route(
         intent.clone().into(),
         previous.map(Into::into),
         skip_tiebreaker,
+        excluded.iter().map(|m| (*m).into()).collect(),
     )
     .await?;
     let mut model_us = 0;
@@ -288,17 +356,23 @@ async fn route(
     if let Some(m) = &routed.tiebreak_message {
         let messages = mneme_entry::model::system_user(rt::TIEBREAKER_PROMPT, m.clone());
         let call = Instant::now();
-        let asked = llm::complete(CompletionRequest {
+        let ask = JsonAsk {
+            path: ModelPath::Tiebreak,
             tier: Tier::Light,
             messages,
-            max_tokens: Some(20),
-            temperature: Some(0.0),
-            json: true,
-            timeout_ms: rt::TIEBREAKER_TIMEOUT_MS,
-        })
-        .await;
-        model_us = mneme_entry::model::wait_us(&asked, call);
-        answer = asked.ok().map(|c| c.text);
+            schema: rt::tiebreak_schema(),
+            max_tokens: 20,
+            temperature: 0.0,
+            timeout_ms: light_timeout_ms().await,
+        };
+        let parse =
+            |t: &str| rt::parse_tiebreak(t).map(|_| t.to_string()).ok_or_else(|| "no choice of A or B".to_string());
+        let asked = ask_json(ledger, ask, now, parse).await;
+        model_us = match &asked {
+            Ok((_, c)) => c.wait_us,
+            Err(_) => call.elapsed().as_micros() as u64,
+        };
+        answer = asked.ok().map(|(t, _)| t);
     }
     let routing_ms = clock::system_ms().saturating_sub(t0).saturating_sub(model_us / 1000);
     let recorded = router::record_decision(
@@ -321,7 +395,8 @@ async fn act_loop(
     ex: &Exchange<'_>,
     ctx: &Assembled,
     triaged: &Triage,
-) -> Result<(Vec<ActResult>, u64), StageError> {
+    ledger: &mut Ledger,
+) -> Result<(Vec<ActResult>, Vec<Done>, u64), StageError> {
     let (msg, now) = (ex.msg, ex.now);
     let origin = Origin {
         loop_id: new_id(),
@@ -338,8 +413,17 @@ async fn act_loop(
     // deployment's error.
     let mut zone: Option<mneme_time::Zone> = None;
     let mut results: Vec<ActResult> = Vec::new();
+    let mut done: Vec<Done> = Vec::new();
     let mut model_us = 0;
     let mut rule_based = false;
+    // What the rules read off the message, with the skills the heuristic
+    // finds in it besides triage's: the model's plan is checked against it.
+    let mut rule_skills = triaged.skills.clone();
+    for s in tri::heuristic(&msg.text, &[]).skills {
+        if !rule_skills.contains(&s) {
+            rule_skills.push(s);
+        }
+    }
     loop {
         let iteration = lp.state.iteration;
         let plan: Vec<Action> = if rule_based {
@@ -350,32 +434,47 @@ async fn act_loop(
                 .map(|r| format!("- {} ({}): {}", r.action_type, r.status, r.result))
                 .collect::<Vec<_>>()
                 .join("\n");
+            let tz = rules_zone(&mut zone).await;
             let user = format!(
-                "Message: {}\nSkills suggested by triage: {}\nActions already run:\n{}",
+                "Now: {} ({}, {})\nMessage: {}\nSkills suggested by triage: {}\nActions already run:\n{}",
+                tz.describe(now as i64),
+                tz.format(now as i64),
+                tz.spec(),
                 msg.text,
                 triaged.skills.join(", "),
                 if history.is_empty() { "(none)".into() } else { history }
             );
             let call = Instant::now();
-            let answer = llm::complete(CompletionRequest {
+            let ask = JsonAsk {
+                path: ModelPath::ActPlan,
                 tier: Tier::Primary,
                 messages: mneme_entry::model::system_user(act::PROMPT, user),
-                max_tokens: Some(600),
-                temperature: Some(0.2),
-                json: true,
+                schema: act::schema(),
+                max_tokens: 600,
+                temperature: 0.2,
                 timeout_ms: PLAN_TIMEOUT_MS,
-            })
-            .await;
-            model_us += mneme_entry::model::wait_us(&answer, call);
-            match answer.map(|c| act::parse_plan(&c.text)) {
-                Ok(Ok(p)) => p,
-                Ok(Err(_)) | Err(_) if iteration == 0 => {
+            };
+            let answer = ask_json(ledger, ask, now, act::parse_plan).await;
+            model_us += match &answer {
+                Ok((_, c)) => c.wait_us,
+                Err(_) => call.elapsed().as_micros() as u64,
+            };
+            match answer {
+                Ok((p, _)) => {
+                    let rules = act::rule_plan(&msg.text, &rule_skills, 0, now, rules_zone(&mut zone).await);
+                    let (p, notes) = act::reconcile(p, &rules, iteration == 0);
+                    if !notes.is_empty() {
+                        lp.origin.mode = format!("ACT (model plan; the rules {})", notes.join(", "));
+                    }
+                    p
+                }
+                Err(_) if iteration == 0 => {
                     // No usable plan from the model: the rules plan instead (labelled in the log).
                     rule_based = true;
                     lp.origin.mode = "ACT (rule-based plan)".into();
                     act::rule_plan(&msg.text, &triaged.skills, 0, now, rules_zone(&mut zone).await)
                 }
-                _ => Vec::new(),
+                Err(_) => Vec::new(),
             }
         };
         if lp.gate(&plan).await?.is_some() {
@@ -385,9 +484,18 @@ async fn act_loop(
             "status",
             json!({"stage": "acting", "iteration": iteration + 1, "actions": plan.iter().map(|a| a.kind.clone()).collect::<Vec<_>>()}),
         );
-        results.extend(lp.dispatch(&plan).await?);
+        let ran = lp.dispatch(&plan).await?;
+        for (a, r) in plan.iter().zip(&ran) {
+            done.push(Done {
+                kind: a.kind.clone(),
+                verb: act::verb(a),
+                ok: r.status == "success",
+                result: r.result.clone(),
+            });
+        }
+        results.extend(ran);
     }
-    Ok((results, model_us))
+    Ok((results, done, model_us))
 }
 
 /// Generates the reply, streaming tokens; falls back to the rules, in the
@@ -399,6 +507,7 @@ async fn generate(
     text: &str,
     act: &[ActResult],
     model_us: &mut u64,
+    ledger: &mut Ledger,
 ) -> (String, ReplySource, Mode) {
     let messages = mneme_entry::model::messages(generate::messages(mode, ctx, text, act));
     let call = Instant::now();
@@ -412,21 +521,32 @@ async fn generate(
     }
     let result = outcome.await;
     *model_us += mneme_entry::model::wait_us(&result, call);
+    ledger.call(ModelPath::Reply, &result, call);
+    let now = mneme_time::clock::system_ms();
     match result {
         Ok(c) => {
             let cleaned = generate::clean(&c.text);
             if cleaned.is_empty() {
+                let why = mneme_entry::model::Fallback {
+                    reason: "empty".into(),
+                    detail: "the model answered nothing".into(),
+                };
+                ledger.fell_back(ModelPath::Reply, &why, now);
                 let mode = generate::settle_after_failure(mode, text, "empty answer");
                 (generate::fallback(mode, ctx, text, act, "empty answer"), ReplySource::RuleBased, mode)
             } else {
+                ledger.answered(ModelPath::Reply);
                 (cleaned, ReplySource::Model, mode)
             }
         }
         Err(e) if !streamed.trim().is_empty() => {
+            ledger.answered(ModelPath::Reply);
             out.event("error", json!({"message": format!("the model stopped early ({}); the reply may be incomplete", e.code), "recoverable": true}));
             (generate::clean(&streamed), ReplySource::Model, mode)
         }
         Err(e) => {
+            let why = mneme_entry::model::Fallback { reason: e.code.name().into(), detail: e.message.clone() };
+            ledger.fell_back(ModelPath::Reply, &why, now);
             let mode = generate::settle_after_failure(mode, text, e.code.name());
             (generate::fallback(mode, ctx, text, act, e.code.name()), ReplySource::RuleBased, mode)
         }
@@ -479,4 +599,21 @@ async fn principal_zone() -> Result<mneme_time::Zone, StageError> {
     let offset = spin_sdk::variables::get("utc_offset_minutes").await.unwrap_or_default();
     mneme_time::Zone::from_settings(&name, &offset)
         .map_err(|m| StageError::new(mneme_types::ErrorCode::Misconfigured, m))
+}
+
+/// The budget of the light model's quick calls, triage and the
+/// tie-breaker (D-L5): the variable `llm_light_timeout_ms`, else the
+/// design's 500 ms, which a hosted model meets and a CPU model cannot.
+async fn light_timeout_ms() -> u32 {
+    spin_sdk::variables::get("llm_light_timeout_ms")
+        .await
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|ms| (1..=60_000).contains(ms))
+        .unwrap_or(tri::TIMEOUT_MS)
+}
+
+/// The error code of a model call with no model configured.
+fn no_model_code() -> String {
+    mneme_types::ErrorCode::ModelUnavailable.name().to_string()
 }

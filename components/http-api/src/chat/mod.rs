@@ -42,11 +42,11 @@ pub async fn handle(req: Request) -> Reply {
         out.event("status", json!({"stage": "processing"}));
         let started = clock::system_ms();
         match pipeline(&mut out, &msg, &rid, now).await {
-            Ok((model_us, steps)) => {
+            Ok((model_us, steps, cost)) => {
                 let d = clock::system_ms().saturating_sub(started);
                 // Milliseconds to the µs: the time spent waiting on models.
                 let model_ms = model_us as f64 / 1000.0;
-                out.event("done", json!({"duration_ms": d, "model_ms": model_ms, "steps": steps}));
+                out.event("done", json!({"duration_ms": d, "model_ms": model_ms, "steps": steps, "model": cost}));
             }
             Err(e) => {
                 out.event(

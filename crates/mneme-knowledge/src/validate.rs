@@ -202,6 +202,13 @@ mod tests {
         assert!(validate(&v).is_ok(), "a neutral title contradicts nothing");
         assert!(topic_contradicts("Always ship on Fridays", "Don't ship on Fridays"));
         assert!(!topic_contradicts("Shipping on Fridays", "Don't ship on Fridays"));
+        // "for" inside a title is a preposition, not a side (a real model's
+        // candidate, dropped before this, in the real-model tier).
+        assert!(!topic_contradicts(
+            "testing policy for bug fixes",
+            "Every bug fix must ship with a test that reproduces the bug, or the same bug comes back if it is not tested."
+        ));
+        assert!(topic_contradicts("For bug fixes shipping with tests", "Bug fixes do not ship with tests"));
     }
 
     #[test]

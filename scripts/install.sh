@@ -73,3 +73,11 @@ if [ "$("$TOOLS_VENV/bin/python" -c 'import importlib.metadata as m; print(m.ver
   python3 -m venv "$TOOLS_VENV"
   "$TOOLS_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS"
 fi
+
+# The official MCP Python SDK, which /mcp's tests drive as an agent would.
+MCP_SDK=2.3.0
+if [ "$("$MCP_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null)" != "$MCP_SDK" ]; then
+  say "installing the MCP Python SDK (mcp $MCP_SDK) into $MCP_VENV"
+  python3 -m venv "$MCP_VENV"
+  "$MCP_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_SDK"
+fi

@@ -6,6 +6,9 @@ cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
 MODELS_DIR="${MNEME_MODELS_DIR:-$HOME/.cache/mneme/ai-models}"
 TOOLS_VENV="${MNEME_TOOLS_VENV:-$HOME/.cache/mneme/venv}"
+# The official MCP Python SDK, a real client for /mcp's tests, in a venv of
+# its own (its HTTP stack is not schemathesis's).
+MCP_VENV="${MNEME_MCP_VENV:-$HOME/.cache/mneme/mcp-venv}"
 LLM_DIR="${MNEME_LLM_DIR:-$HOME/.cache/mneme/llm}"
 say() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -30,7 +30,7 @@ pub(crate) fn bad(code: &str, message: impl Into<String>) -> ApiError {
 }
 
 pub(crate) async fn body_json(req: Request, max: usize) -> Result<Value, ApiError> {
-    let bytes = crate::body::read(req, max).await?;
+    let bytes = mneme_entry::body::read(req, max).await?;
     let v: Value = parse_json_body(&bytes)?;
     if !v.is_object() {
         return Err(bad("invalid", "the body must be a JSON object"));

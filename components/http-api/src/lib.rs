@@ -37,7 +37,6 @@ spin_sdk::wit_bindgen::generate!({
 
 use mneme_entry::{clock, mneme};
 
-mod body;
 mod chat;
 mod events;
 mod knowledge;
@@ -84,7 +83,7 @@ async fn handle(req: Request) -> Reply {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     if let Err(e) = mneme_http::refuse_declared_body(req.headers()) {
-        body::drain_refused(req).await;
+        mneme_entry::body::drain_refused(req).await;
         return err(e);
     }
     if path == "/health" {

@@ -1,4 +1,4 @@
-//! What Mneme's two entry components (`http-api`, `tick`) share.
+//! What Mneme's entry components (`http-api`, `tick`, `mcp`) share.
 //!
 //! Both import stages and drive them the same way: the ACT loop that
 //! `/chat`, the persistent-task worker and the tool worker run, the
@@ -35,6 +35,7 @@ spin_sdk::wit_bindgen::generate!({
 });
 
 pub mod act;
+pub mod body;
 pub mod clock;
 pub mod model;
 pub mod schema;

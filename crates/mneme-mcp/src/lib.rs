@@ -14,6 +14,9 @@
 
 use serde_json::{Map, Value, json};
 
+pub mod bridge;
+pub mod tools;
+
 /// The stateless revision.
 pub const MODERN: &str = "2026-07-28";
 /// The revisions with the `initialize` handshake that are served, newest

@@ -6,6 +6,7 @@
 //! syncs the vault with a running app (the `mneme-vault` crate).
 
 mod app;
+mod bridge;
 mod budget;
 mod cli;
 mod compose;
@@ -70,6 +71,14 @@ enum Command {
     /// `MNEME_API_KEY`.
     #[command(subcommand)]
     Vault(VaultCommand),
+    /// Serve MCP over stdio for a client that launches a command (Claude
+    /// Desktop), forwarding each message to the app's `/mcp`. The API key
+    /// comes from `MNEME_API_KEY`.
+    Mcp {
+        /// The app's address (default: `MNEME_URL`, else http://127.0.0.1:3000).
+        #[arg(long)]
+        url: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -105,6 +114,7 @@ fn main() -> Result<()> {
             .enable_all()
             .build()?
             .block_on(cron_only(&url, from.as_deref(), log_ticks)),
+        Command::Mcp { url } => bridge::run(url),
         Command::Vault(VaultCommand::Pull(a)) => {
             let report = mneme_vault::pull(&mneme_vault::Remote::from_env(a.url)?, &a.dir, &Default::default())?;
             mneme_vault::print_pull(&report);

@@ -202,15 +202,43 @@ impl Remote {
         Ok(Remote { url, api_key, agent })
     }
 
+    /// The app's address, without a trailing slash.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// `(status, body)` of one request.
     fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Vec<u8>)> {
+        match body {
+            Some(b) => self.request(
+                method,
+                path,
+                &[("content-type", "application/json".into())],
+                Some(b.to_string().into_bytes()),
+            ),
+            None => self.request(method, path, &[], None),
+        }
+    }
+
+    /// `(status, body)` of one request with the key, `headers` and `body`
+    /// (`mneme mcp` forwards a client's messages through it).
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>)> {
         let url = format!("{}{path}", self.url);
-        let req = ureq::http::Request::builder()
+        let mut req = ureq::http::Request::builder()
             .method(method)
             .uri(&url)
             .header("authorization", format!("Bearer {}", self.api_key));
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
         let resp = match body {
-            Some(b) => self.agent.run(req.header("content-type", "application/json").body(b.to_string().into_bytes())?),
+            Some(b) => self.agent.run(req.body(b)?),
             None => self.agent.run(req.body(())?),
         }
         .with_context(|| format!("{method} {url}"))?;

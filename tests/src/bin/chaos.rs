@@ -132,7 +132,11 @@ fn judge(answer: &str) -> (u16, bool) {
         body
     };
     let json: Option<Value> = serde_json::from_str(body.trim()).ok();
-    let good = json.is_some_and(|v| v["error"]["code"].is_string() && v["error"]["message"].is_string());
+    // The API's `{error:{code,message}}`, or on `/mcp` a JSON-RPC error.
+    let good = json.is_some_and(|v| {
+        (v["error"]["code"].is_string() || (v["jsonrpc"] == "2.0" && v["error"]["code"].is_i64()))
+            && v["error"]["message"].is_string()
+    });
     (status, good)
 }
 
@@ -295,6 +299,7 @@ fn input(b: Backend) {
             }
         }
     }
+    mcp_cases(&mut cases);
     cases.push(("a 70 KB URI".into(), format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "u".repeat(70_000)).into_bytes()));
     let many: String = (0..200).map(|i| format!("X-Chaos-{i}: v\r\n")).collect();
     cases.push(("200 headers".into(), format!("GET /health HTTP/1.1\r\nHost: x\r\n{many}\r\n").into_bytes()));
@@ -347,6 +352,67 @@ fn input(b: Backend) {
     );
     let health = app.get("/health");
     row("input", n, "/health afterwards", health.status.to_string(), health.status == 200);
+}
+
+/// `/mcp`'s hostile input (#51 item 4): its framing broken every way the
+/// API's bodies are, and every tool called with each argument NUL-laden,
+/// of the wrong type, huge, or the arguments not an object.
+fn mcp_cases(cases: &mut Vec<(String, Vec<u8>)>) {
+    let head = |extra: &[(&'static str, String)]| {
+        let mut h =
+            vec![("Content-Type", "application/json".to_string()), ("MCP-Protocol-Version", "2025-11-25".into())];
+        h.extend_from_slice(extra);
+        h
+    };
+    let post = |body: &[u8]| request_bytes("POST", "/mcp", &head(&[]), body);
+    let call = |name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}})
+            .to_string()
+            .into_bytes()
+    };
+    for tool in mneme_mcp::tools::catalogue() {
+        let name = tool["name"].as_str().unwrap_or_default().to_string();
+        let props: Vec<String> =
+            tool["inputSchema"]["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        let every = |v: Value| Value::Object(props.iter().map(|k| (k.clone(), v.clone())).collect());
+        for (what, args) in [
+            ("NUL in every argument", every(json!("bad\u{0}text"))),
+            ("every argument a number", every(json!(1e308))),
+            ("every argument 100 KB", every(json!("x".repeat(100_000)))),
+            ("every argument an object", every(json!({"nested": [1, 2, {"deep": null}]}))),
+            ("arguments a string", json!("chaos")),
+        ] {
+            cases.push((format!("POST /mcp {name}: {what}"), post(&call(&name, args))));
+        }
+    }
+    let plain = call("search", json!({"query": "chaos text"}));
+    let mut utf8 = plain.clone();
+    utf8.splice(1..1, [0xff, 0xfe, 0xc3]);
+    cases.push(("POST /mcp invalid UTF-8".into(), post(&utf8)));
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    cases.push(("POST /mcp 10,000-deep JSON".into(), post(deep.as_bytes())));
+    let deep_params = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{}{}}}",
+        "{\"a\":".repeat(5_000),
+        "1".to_string() + &"}".repeat(5_000)
+    );
+    cases.push(("POST /mcp params 5,000 deep".into(), post(deep_params.as_bytes())));
+    cases.push(("POST /mcp 4 MiB + 1".into(), post(&vec![b' '; (4 << 20) + 1])));
+    cases.push((
+        "POST /mcp declares 64 MiB".into(),
+        request_bytes("POST", "/mcp", &head(&[("Content-Length", (64u64 << 20).to_string())]), b"{}"),
+    ));
+    cases.push((
+        "POST /mcp Content-Length longer than the body".into(),
+        request_bytes("POST", "/mcp", &head(&[("Content-Length", "200".to_string())]), b"{\"jsonrpc\":\"2.0\"}"),
+    ));
+    for (what, v) in [("an unknown version", "1999-01-01"), ("the modern version without _meta", "2026-07-28")] {
+        cases.push((
+            format!("POST /mcp {what}"),
+            request_bytes("POST", "/mcp", &[("MCP-Protocol-Version", v.to_string())], &plain),
+        ));
+    }
+    cases.push(("GET /mcp".into(), request_bytes("GET", "/mcp", &head(&[]), b"")));
 }
 
 // ------------------------------------------------------------------- kill

@@ -23,7 +23,7 @@ use stream::{Frame, Out, writer};
 
 pub async fn handle(req: Request) -> Reply {
     let now = clock::request_ms(req.headers()).await;
-    let bytes = match crate::body::read(req, request::MAX_BODY_BYTES).await {
+    let bytes = match mneme_entry::body::read(req, request::MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(e) => return err(e),
     };

@@ -723,6 +723,20 @@ pub fn without_crons(dir: &Path, jobs: &[&str]) -> String {
     .to_string()
 }
 
+/// A whole number the app's database answers `query` with (a scalar
+/// `SELECT`, its value a BIGINT on PostgreSQL), read straight from the
+/// database: for the tables the export leaves out because a restore
+/// rebuilds them, the search index's vectors and blocks (D-M5).
+pub fn store_number(app: &App, b: &BackendEnv, query: &str) -> i64 {
+    match &b.pg {
+        Some(db) => db.client().query_one(query, &[]).unwrap().get::<_, i64>(0),
+        None => rusqlite::Connection::open(app.state.path().join("sqlite_db.db"))
+            .unwrap()
+            .query_row(query, [], |r| r.get(0))
+            .unwrap(),
+    }
+}
+
 /// The API key the tests' apps run with.
 pub const TEST_KEY: &str = "test-api-key";
 macro_rules! cron_token {

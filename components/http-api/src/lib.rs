@@ -37,6 +37,7 @@ spin_sdk::wit_bindgen::generate!({
 
 use mneme_entry::{clock, mneme};
 
+mod backup;
 mod chat;
 mod events;
 mod knowledge;
@@ -218,21 +219,10 @@ async fn handle(req: Request) -> Reply {
             reply(stage_value(memory::forget(scope).await.map(|f| json!({"forgotten": forgotten(f)}))))
         }
         "/memory/forget" => allowed("POST"),
-        "/privacy/export" if method == Method::GET => {
-            let now = clock::request_ms(req.headers()).await;
-            match memory::export_all(now).await {
-                Ok(body) => spin_sdk::http::Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .header("content-disposition", "attachment; filename=\"mneme-export.json\"")
-                    .header("content-length", body.len())
-                    .body(body)
-                    .expect("static parts")
-                    .into_response(),
-                Err(e) => reply(stage_error(e)),
-            }
-        }
+        "/privacy/export" if method == Method::GET => backup::export(&req).await,
         "/privacy/export" => allowed("GET"),
+        "/privacy/import" if method == Method::POST => backup::import(req, &query).await,
+        "/privacy/import" => allowed("POST"),
         "/privacy/delete-all" if method == Method::DELETE => {
             if query.get("confirm").map(String::as_str) != Some("true") {
                 return err(ApiError::new(

@@ -1,6 +1,7 @@
 //! The `memory` stage (`mneme:memory`): what the principal sees and controls
 //! of their memory. [`read`] answers recent exchanges, search, the event log
-//! and the job queue; [`privacy`] forgets, exports and deletes;
+//! and the job queue; [`privacy`] forgets and deletes; [`backup`] exports
+//! and restores;
 //! [`reminders`] fires the reminders that are due.
 
 spin_sdk::wit_bindgen::generate!({
@@ -14,13 +15,17 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
+mod backup;
 mod privacy;
 mod read;
 mod reminders;
 
 use exports::mneme::memory::memory::Guest;
 use mneme_types::StageError;
-use mneme_types::memory::{Deleted, Event, ForgetScope, Forgotten, Job, MemoryHit, RecentExchanges};
+use mneme_types::memory::{
+    Deleted, Event, ExportCursor, ExportPage, ForgetScope, Forgotten, ImportReport, Job, MemoryHit, RecentExchanges,
+    RestoreMode,
+};
 
 struct Stage;
 
@@ -34,8 +39,11 @@ impl Guest for Stage {
     async fn forget(scope: ForgetScope) -> Result<Forgotten, StageError> {
         Ok(privacy::forget(scope).await?)
     }
-    async fn export_all(now_ms: u64) -> Result<String, StageError> {
-        Ok(privacy::export(now_ms).await?)
+    async fn export_from(cursor: ExportCursor, now_ms: u64) -> Result<ExportPage, StageError> {
+        Ok(backup::export_page(cursor, now_ms).await?)
+    }
+    async fn import_part(document: String, mode: RestoreMode, now_ms: u64) -> Result<ImportReport, StageError> {
+        Ok(backup::import_part(document, mode, now_ms).await?)
     }
     async fn delete_all() -> Result<Deleted, StageError> {
         Ok(privacy::delete_all().await?)

@@ -1,28 +1,14 @@
 //! The principal's control of their memory: forgetting an exchange, a
 //! fact or a topic (with the episodes and concepts built from them), the
-//! privacy export of everything stored, and deleting it all.
+//! readable memory view that ends the privacy export (`backup` writes the
+//! rest), and deleting it all.
 
 use mneme_store::sql::SqlKind;
-use mneme_store::{Row, Sql, Stores, Value};
+use mneme_store::{Sql, Stores};
 use mneme_substrate::jobs::CHUNKER_QUEUE;
 use mneme_substrate::{Fail, Result, graph, records, search};
 use mneme_types::memory::{Deleted, FactKey, ForgetScope, Forgotten, TopicForgotten};
 use serde_json::{Map, Value as J, json};
-
-fn row_json(r: &Row) -> J {
-    let mut m = Map::new();
-    for (k, v) in r.iter() {
-        let j = match v {
-            Value::Null => J::Null,
-            Value::Int(i) => json!(i),
-            Value::Real(f) => json!(f),
-            Value::Text(t) => json!(t),
-            Value::Blob(b) => json!(format!("<{} bytes>", b.len())),
-        };
-        m.insert(k.to_string(), j);
-    }
-    J::Object(m)
-}
 
 async fn delete_exchange_rows(sql: &Sql, ids: &[String]) -> Result<u64> {
     let mut n = 0;
@@ -174,55 +160,19 @@ fn to_store(f: Fail) -> mneme_store::StoreError {
     mneme_store::StoreError::new("forget", format!("{}: {}", f.code, f.message))
 }
 
-/// Tables the principal's data lives in, in export order.
-pub const TABLES: [&str; 34] = [
-    "user_traits",
-    "threads",
-    "exchanges",
-    "working_memory",
-    "topics",
-    "interaction_log",
-    "triage_calibration",
-    "routing_decisions",
-    "cortex_iterations",
-    "spark_state",
-    "scheduled_items",
-    "lists",
-    "list_items",
-    "persistent_tasks",
-    "events",
-    "jobs",
-    "knowledge_entries",
-    "knowledge_jobs",
-    "reasoning_patterns",
-    "search_index",
-    "search_vectors",
-    "vector_blocks",
-    "rx_observations",
-    "rx_recs",
-    "rx_artifacts",
-    "episodes",
-    "semantic_concepts",
-    "semantic_relationships",
-    "drift_log",
-    "drift_cooldowns",
-    "curiosity_threads",
-    "router_weights",
-    "routing_adjustments",
-    "routing_metrics",
-];
+/// Tables `delete-all` empties: the principal's data (`mneme-backup`'s
+/// list, which the export writes) and the search index built from it.
+fn tables() -> impl Iterator<Item = &'static str> {
+    mneme_backup::DATA_TABLES.iter().copied().chain(["search_index", "search_vectors", "vector_blocks"])
+}
 /// Key-value prefixes of the principal's memory.
 pub const KV_PREFIXES: [&str; 9] =
     ["gist:", "gist_index:", "fact:", "fact_index:", "fok:", "topic_streak:", "focus:", "sse_pending:", "critic_rate:"];
 
-/// Everything stored about the principal, as JSON.
-pub async fn export(now_ms: u64) -> Result<String> {
-    let stores = Stores::open().await?;
-    let mut tables = Map::new();
-    for t in TABLES {
-        let rows = stores.sql.query(&format!("SELECT * FROM {t}"), &[]).await?;
-        tables.insert(t.into(), J::Array(rows.iter().map(row_json).collect()));
-    }
+/// The readable view of memory an export ends with (the facts, gists and
+/// focus that are live, by topic and thread), as the principal reads it; a
+/// restore reads the memory keys instead (`kv`).
+pub async fn memory_view(stores: &Stores, now_ms: u64) -> Result<J> {
     let mut memory = Map::new();
     for key in stores.kv.keys("fact_index:").await? {
         let topic = key.trim_start_matches("fact_index:").to_string();
@@ -240,7 +190,7 @@ pub async fn export(now_ms: u64) -> Result<String> {
             memory.entry("focus").or_insert_with(|| json!({}))[&thread] = json!(f);
         }
     }
-    Ok(json!({"exported_at_ms": now_ms, "tables": tables, "memory": memory}).to_string())
+    Ok(J::Object(memory))
 }
 
 /// Deletes everything: every table of the principal's data in one
@@ -256,7 +206,7 @@ pub async fn delete_all() -> Result<Deleted> {
                 search::lock(sql, corpus).await.map_err(to_store)?;
             }
             let mut n = 0;
-            for t in TABLES {
+            for t in tables() {
                 n += sql.execute(&format!("DELETE FROM {t}"), &[]).await?;
             }
             // PostgreSQL's term and item counts index `search_index`
@@ -272,6 +222,9 @@ pub async fn delete_all() -> Result<Deleted> {
             // The timeline's counts of the entries (migration 0019).
             sql.execute("DELETE FROM knowledge_days", &[]).await?;
             sql.execute("DELETE FROM vector_training", &[]).await?;
+            // What was restored here is gone with it: restoring the same
+            // export again asks for an empty store again.
+            sql.execute("DELETE FROM restores", &[]).await?;
             Ok(n)
         })
         .await?;

@@ -285,7 +285,7 @@ mod tests {
                 "triage" | "router" | "commit" | "rx" | "tasks" => sql_only.into(),
                 _ => storage.into(),
             };
-            if matches!(stage, "context" | "act" | "knowledge" | "consolidate" | "drift") {
+            if matches!(stage, "context" | "act" | "knowledge" | "consolidate" | "drift" | "memory") {
                 g.insert("ai_models");
             }
             g
@@ -296,7 +296,7 @@ mod tests {
             types[pkg.ty()].imports.keys().cloned().collect()
         };
         let mut stages_seen = BTreeSet::new();
-        for entry in ["api", "tick"] {
+        for entry in ["api", "tick", "mcp"] {
             let c = &m.components[entry];
             let entry_bytes = read(&c.source);
             let mut deps = Vec::new();
@@ -339,7 +339,7 @@ mod tests {
             }
         }
         let stages: BTreeSet<String> =
-            m.components.keys().filter(|id| !["api", "tick", "web"].contains(&id.as_str())).cloned().collect();
+            m.components.keys().filter(|id| !["api", "tick", "mcp", "web"].contains(&id.as_str())).cloned().collect();
         assert_eq!(stages_seen, stages, "every stage is some entry's dependency");
     }
 }

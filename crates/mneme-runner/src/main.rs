@@ -17,6 +17,7 @@ mod instance;
 mod local_model;
 mod log;
 mod otel;
+mod restore;
 mod server;
 mod stdio;
 
@@ -79,6 +80,24 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Restore a privacy export (`GET /privacy/export`) into a running
+    /// Mneme, in parts, whatever its size. The store must hold no data of
+    /// its own unless --merge. The API key comes from `MNEME_API_KEY`.
+    Restore {
+        /// The export file.
+        file: PathBuf,
+        /// The app's address (default: `MNEME_URL`, else http://127.0.0.1:3000).
+        #[arg(long)]
+        url: Option<String>,
+        /// Restore beside what the store holds, keeping the store's rows
+        /// where a key is in both.
+        #[arg(long)]
+        merge: bool,
+        /// The size parts are cut at (at most the app's 4 MiB body limit).
+        #[arg(long = "part-bytes", default_value_t = 2 << 20,
+              value_parser = clap::value_parser!(u64).range(1024..=(4 << 20)))]
+        part_bytes: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -115,6 +134,7 @@ fn main() -> Result<()> {
             .build()?
             .block_on(cron_only(&url, from.as_deref(), log_ticks)),
         Command::Mcp { url } => bridge::run(url),
+        Command::Restore { file, url, merge, part_bytes } => restore::run(&file, url, merge, part_bytes as usize),
         Command::Vault(VaultCommand::Pull(a)) => {
             let report = mneme_vault::pull(&mneme_vault::Remote::from_env(a.url)?, &a.dir, &Default::default())?;
             mneme_vault::print_pull(&report);

@@ -63,6 +63,44 @@ const ROWS_PER_INSERT: usize = 50;
 /// concurrent document batches lost signatures or collided on a new block's
 /// key (a 500).
 pub async fn put_many(sql: &Sql, items: &[(&NewItem<'_>, &[f32])], now_ms: u64) -> Result<Vec<i64>> {
+    let rows: Vec<(Stored<'_>, &[f32])> = items
+        .iter()
+        .map(|(item, embedding)| {
+            let NewItem { corpus, ref_id, title, body, context, date, meta } = **item;
+            let stored = Stored {
+                corpus,
+                ref_id,
+                title,
+                body,
+                context,
+                dated: dated(date, now_ms),
+                meta: meta.to_string(),
+                created_ms: now_ms as i64,
+            };
+            (stored, *embedding)
+        })
+        .collect();
+    put_stored(sql, &rows).await
+}
+
+/// An item as the index stores it: its date already in the words it is
+/// found by, and the time it was first indexed. A restore (#51) writes
+/// items back as an export wrote them out.
+pub struct Stored<'a> {
+    pub corpus: &'a str,
+    pub ref_id: &'a str,
+    pub title: &'a str,
+    pub body: &'a str,
+    pub context: &'a str,
+    pub dated: String,
+    pub meta: String,
+    pub created_ms: i64,
+}
+
+/// Adds stored items of one corpus at once, as [`put_many`] does (its
+/// rules and locking), keeping their dates and times; returns their
+/// sequence numbers in order.
+pub async fn put_stored(sql: &Sql, items: &[(Stored<'_>, &[f32])]) -> Result<Vec<i64>> {
     let Some((first, _)) = items.first() else { return Ok(Vec::new()) };
     let corpus = first.corpus;
     let mut ids: Vec<&str> = Vec::with_capacity(items.len());
@@ -89,16 +127,16 @@ pub async fn put_many(sql: &Sql, items: &[(&NewItem<'_>, &[f32])], now_ms: u64) 
             .iter()
             .enumerate()
             .map(|(i, (item, _))| {
-                let NewItem { corpus, ref_id, title, body, context, date, meta } = **item;
+                let Stored { corpus, ref_id, title, body, context, dated, meta, created_ms } = item;
                 params.extend([
-                    corpus.into(),
-                    ref_id.into(),
-                    title.into(),
-                    body.into(),
-                    context.into(),
-                    dated(date, now_ms).into(),
-                    meta.to_string().into(),
-                    (now_ms as i64).into(),
+                    (*corpus).into(),
+                    (*ref_id).into(),
+                    (*title).into(),
+                    (*body).into(),
+                    (*context).into(),
+                    dated.as_str().into(),
+                    meta.as_str().into(),
+                    (*created_ms).into(),
                 ]);
                 format!("({})", in_list(i * 8 + 1, 8))
             })

@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use mneme_e2e::bench::{arg, backend, report};
+use mneme_e2e::bench::{SplitMix, arg, backend, report};
 use mneme_e2e::{App, BackendEnv, edited_manifest};
 use serde_json::{Value, json};
 
@@ -34,22 +34,6 @@ fn call(app: &App, method: &str, path: &str, body: Option<&Value>, clock: u64, s
     (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null), t.elapsed().as_secs_f64() * 1_000.0)
 }
 
-/// SplitMix64, for the filler graph.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 struct Concept {
     id: String,
     name: String,
@@ -61,7 +45,7 @@ struct Concept {
 /// Concepts and relationships: each concept links to three others; one
 /// edge in four is strong (0.6–1.0), the rest weak (0.1–0.49).
 fn graph(n: usize, episodes: &[String]) -> (Vec<Concept>, Vec<(String, String, f64)>) {
-    let mut rng = Rng(7);
+    let mut rng = SplitMix(7);
     let concepts: Vec<Concept> = (0..n)
         .map(|i| {
             let mut e: Vec<f32> = (0..384).map(|_| rng.unit() as f32 - 0.5).collect();
@@ -81,7 +65,7 @@ fn graph(n: usize, episodes: &[String]) -> (Vec<Concept>, Vec<(String, String, f
     let mut edges = Vec::new();
     for i in 0..n {
         for _ in 0..3 {
-            let j = rng.next() as usize % n;
+            let j = rng.next_u64() as usize % n;
             if j == i {
                 continue;
             }

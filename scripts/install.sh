@@ -81,3 +81,12 @@ if [ "$("$MCP_VENV/bin/python" -c 'import importlib.metadata as m; print(m.versi
   python3 -m venv "$MCP_VENV"
   "$MCP_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_SDK"
 fi
+
+# The MCP Inspector (npm), a second client written by others: its CLI mode
+# lists /mcp's tools in the tests.
+INSPECTOR=2.12.0
+if [ "$(sed -n 's/^  "version": "\(.*\)".*/\1/p' "$INSPECTOR_DIR/node_modules/@modelcontextprotocol/inspector/package.json" 2>/dev/null)" != "$INSPECTOR" ]; then
+  say "installing the MCP Inspector $INSPECTOR into $INSPECTOR_DIR"
+  mkdir -p "$INSPECTOR_DIR"
+  npm install --silent --no-audit --no-fund --prefix "$INSPECTOR_DIR" "@modelcontextprotocol/inspector@$INSPECTOR"
+fi

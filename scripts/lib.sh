@@ -9,6 +9,8 @@ TOOLS_VENV="${MNEME_TOOLS_VENV:-$HOME/.cache/mneme/venv}"
 # The official MCP Python SDK, a real client for /mcp's tests, in a venv of
 # its own (its HTTP stack is not schemathesis's).
 MCP_VENV="${MNEME_MCP_VENV:-$HOME/.cache/mneme/mcp-venv}"
+# The MCP Inspector's npm package, for its CLI mode.
+INSPECTOR_DIR="${MNEME_INSPECTOR_DIR:-$HOME/.cache/mneme/mcp-inspector}"
 LLM_DIR="${MNEME_LLM_DIR:-$HOME/.cache/mneme/llm}"
 say() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -737,6 +737,28 @@ pub fn store_number(app: &App, b: &BackendEnv, query: &str) -> i64 {
     }
 }
 
+/// A copy of spin.toml whose schedule keeps only the migration, so nothing
+/// but the test (or benchmark) writes to the store; returns its path.
+pub fn only_migrating(dir: &Path) -> String {
+    edited_manifest(dir, "spin.toml", |m| {
+        let mut out = String::new();
+        for (i, block) in m.split("[[application.tool.mneme.cron]]").enumerate() {
+            if i == 0 || block.contains("path = \"/tick/migrate\"") {
+                if i > 0 {
+                    out.push_str("[[application.tool.mneme.cron]]");
+                }
+                out.push_str(block);
+            } else if let Some(rest) = block.find("\n[").map(|j| &block[j..]) {
+                // What follows the last cron table: the components.
+                out.push_str(rest);
+            }
+        }
+        out
+    })
+    .display()
+    .to_string()
+}
+
 /// The API key the tests' apps run with.
 pub const TEST_KEY: &str = "test-api-key";
 macro_rules! cron_token {

@@ -347,3 +347,38 @@ fn the_python_sdk_uses_every_tool_over_http_and_through_the_bridge() {
         }
     }
 }
+
+/// The MCP Inspector's CLI mode (npm `@modelcontextprotocol/inspector`
+/// 2.12.0), a second client written by others, lists the fifteen tools over
+/// Streamable HTTP with the bearer key.
+#[test]
+fn the_mcp_inspector_lists_the_tools() {
+    let dir = std::env::var("MNEME_INSPECTOR_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| {
+        std::path::PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/mneme/mcp-inspector")
+    });
+    let cli = dir.join("node_modules/.bin/mcp-inspector");
+    assert!(
+        cli.is_file(),
+        "the MCP Inspector is missing: run scripts/install.sh --test (it installs it into {})",
+        dir.display()
+    );
+    let b = BackendEnv::new(mneme_e2e::Backend::Embedded);
+    let app = start(&b);
+    let out = std::process::Command::new(&cli)
+        .args(["--cli", &format!("{}/mcp", app.url), "--transport", "http", "--method", "tools/list"])
+        .args(["--header", &format!("Authorization: Bearer {TEST_KEY}")])
+        .output()
+        .expect("the inspector runs");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(said.trim()).unwrap_or_else(|e| panic!("{e}: {said}"));
+    let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 15, "{names:?}");
+    assert!(names.contains(&"remember") && names.contains(&"forget"), "{names:?}");
+    // Without the key, the inspector is refused.
+    let out = std::process::Command::new(&cli)
+        .args(["--cli", &format!("{}/mcp", app.url), "--transport", "http", "--method", "tools/list"])
+        .output()
+        .expect("the inspector runs");
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}

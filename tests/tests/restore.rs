@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use mneme_e2e::{App, Backend, BackendEnv, Resp, TEST_KEY, edited_manifest, mneme_bin, test_env};
+use mneme_e2e::{App, Backend, BackendEnv, Resp, TEST_KEY, mneme_bin, only_migrating, test_env};
 use serde_json::{Value, json};
 
 /// The test clock: 2026-03-02 09:00 UTC.
@@ -20,26 +20,9 @@ const DAY: u64 = 86_400_000;
 /// An app with no scheduled job but the migration, so nothing changes the
 /// store between an export and the next but the test.
 fn start(b: &BackendEnv, dir: &Path) -> App {
-    let manifest = edited_manifest(dir, "spin.toml", |m| {
-        let mut out = String::new();
-        for block in m.split("[[application.tool.mneme.cron]]") {
-            if out.is_empty() || block.contains("path = \"/tick/migrate\"") {
-                if !out.is_empty() {
-                    out.push_str("[[application.tool.mneme.cron]]");
-                }
-                out.push_str(block);
-            } else {
-                // Keep what follows the last cron table (the components).
-                if let Some(rest) = block.find("\n[").map(|i| &block[i..]) {
-                    out.push_str(rest);
-                }
-            }
-        }
-        out
-    });
     let mut env = test_env(b, None);
     env.push(("SPIN_VARIABLE_TOOL_HOST".into(), "127.0.0.1:9".into()));
-    App::start(&manifest.display().to_string(), &env)
+    App::start(&only_migrating(dir), &env)
 }
 
 fn ok(r: Resp, status: u16) -> Value {

@@ -559,6 +559,21 @@ pub async fn import_part(document: String, asked: RestoreMode, now_ms: u64) -> R
             }
             let (items, k) = restore_search(sql, &search).await.map_err(mneme_substrate::as_store_error)?;
             kept += k;
+            // PostgreSQL plans by its statistics, which autovacuum renews
+            // later than a bulk load grows the tables: past a few parts the
+            // index's own lookups (`present`, the term counts) were planned
+            // as scans of a table it thought empty, seconds a part at a
+            // million items. Renewed at parts 1, 2, 4, 8, …, they stay within
+            // twice the truth at a handful of ANALYZEs.
+            if sql.kind() == SqlKind::Postgres && h.part.is_power_of_two() {
+                let mut touched: Vec<String> = typed.iter().map(|t| quoted(&t.table)).collect();
+                if !search.is_empty() {
+                    touched.extend(["search_index", "search_vectors", "vector_blocks", "search_terms"].map(String::from));
+                }
+                if !touched.is_empty() {
+                    sql.execute(&format!("ANALYZE {}", touched.join(", ")), &[]).await?;
+                }
+            }
             if sql.kind() == SqlKind::Postgres {
                 for t in &typed {
                     for c in t.cols.iter().filter(|c| c.sequenced) {

@@ -176,7 +176,8 @@ fn main() {
         None => tempfile::tempdir().unwrap(),
     };
     let b = BackendEnv::new(backend());
-    let app = App::start("spin.toml", &test_env(&b, None));
+    // No scheduled job but the migration: nothing but the restore writes.
+    let app = App::start(&mneme_e2e::only_migrating(dir.path()), &test_env(&b, None));
     let input = dir.path().join("export.json");
     let t = Instant::now();
     let written = generate(&input, items);

@@ -40,11 +40,10 @@ fn failed(era: Era, id: &Value, e: mneme_types::StageError) -> Outcome {
 
 /// The knowledge entries then the recommendations, a page at a time; the
 /// cursor is where the next page starts (`k:<offset>` or `rx`).
-pub async fn list(id: &Value, params: &Value) -> Result<Value, Outcome> {
+pub async fn list(era: Era, id: &Value, params: &Value) -> Result<Value, Outcome> {
     let cursor = params["cursor"].as_str().unwrap_or("k:0");
     let bad =
         || Outcome::Protocol(Failure::new(id.clone(), code::INVALID_PARAMS, "`cursor` is not one this server gave"));
-    let era = Era::Handshake(mneme_mcp::UNNAMED);
     if let Some(offset) = cursor.strip_prefix("k:") {
         let offset: u32 = offset.parse().map_err(|_| bad())?;
         let page = knowledge::list(PAGE, offset, None, None, false).await.map_err(|e| failed(era, id, e))?;

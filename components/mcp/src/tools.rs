@@ -12,7 +12,7 @@ use crate::mneme::rx::rx;
 use crate::mneme::tasks::tasks;
 use crate::{Outcome, stage_failure};
 use mneme_mcp::tools::{self as catalogue, Call, Decision, Forget, Mode};
-use mneme_mcp::{Era, Failure, code};
+use mneme_mcp::{Failure, code};
 use mneme_types::conversation::Action;
 use mneme_types::knowledge::{NewDocument, SearchMode, SourceType, Transcript};
 use mneme_types::memory::{FactKey, ForgetScope, Forgotten, MemoryHit};
@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 /// How long an action (a reminder's write) may take.
 const ACTION_TIMEOUT_MS: u64 = 10_000;
 
-pub async fn call(_era: Era, id: &Value, params: &Value, now: u64) -> Result<Value, Outcome> {
+pub async fn call(id: &Value, params: &Value, now: u64) -> Result<Value, Outcome> {
     let Some(name) = params["name"].as_str() else {
         return Err(Outcome::Protocol(Failure::new(
             id.clone(),
@@ -306,8 +306,17 @@ async fn schedule(params: Value, now: u64) -> Result<(Value, String), StageError
     let action = Action { kind: "schedule".into(), params: params.to_string() };
     let results = act::dispatch(vec![action], "mcp".into(), "reminders".into(), now, ACTION_TIMEOUT_MS).await?;
     let r = results.into_iter().next().ok_or_else(|| StageError::internal("the act stage answered nothing"))?;
-    if r.status != "success" {
-        return Err(StageError::new(ErrorCode::Invalid, r.result));
+    match r.status.as_str() {
+        "success" => {}
+        // Not written in time is the store's silence, not the caller's
+        // mistake: the API's 503 (D-M3), and no claim that it was set.
+        "timeout" => {
+            return Err(StageError::new(
+                ErrorCode::StoreUnavailable,
+                format!("the reminder was not written in time ({})", r.result),
+            ));
+        }
+        _ => return Err(StageError::new(ErrorCode::Invalid, r.result)),
     }
     Ok((json!({"result": r.result}), r.result))
 }

@@ -380,6 +380,9 @@ fn read_part(document: &str) -> Result<Part> {
                 let v = KvValue::from_json(&key, &value).map_err(Fail::invalid)?;
                 part.kv.push((key, v));
             }
+            Item::Memory(view) if !view.is_object() => {
+                return Err(Fail::invalid("`memory` must be an object (facts, gists and focus by topic)"));
+            }
             Item::Memory(view) if version == 1 => part.view = Some(view),
             Item::Memory(_) | Item::Field(..) => {}
         }

@@ -86,8 +86,8 @@ impl HeaderFields {
             None => return Err("the export has no `exported_at_ms`: is it a Mneme export?".into()),
         };
         let export_id = match (version, f.get("export_id")) {
-            (1, _) => format!("v1-{exported_at_ms}"),
             (_, Some(J::String(s))) if !s.is_empty() && s.len() <= 128 => s.clone(),
+            (1, None) => format!("v1-{exported_at_ms}"),
             (_, _) => return Err("`export_id` must be a string of 1 to 128 characters".into()),
         };
         let part = match f.get("part") {
@@ -101,8 +101,8 @@ impl HeaderFields {
         };
         for k in f.keys() {
             let known = ["format", "version", "export_id", "exported_at_ms", "part", "last"];
-            if version == VERSION && !known.contains(&k.as_str()) {
-                return Err(format!("`{k}` is not a field of an export of version {VERSION}"));
+            if !known.contains(&k.as_str()) {
+                return Err(format!("`{k}` is not a field of an export of version {version}"));
             }
         }
         Ok(Header { version, export_id, exported_at_ms, part, last })
@@ -497,6 +497,8 @@ mod tests {
     fn versions_older_are_read_newer_refused_and_a_stranger_named() {
         let h = header(json!({"exported_at_ms": 5})).unwrap();
         assert_eq!((h.version, h.export_id.as_str(), h.part, h.last), (1, "v1-5", 0, true));
+        assert!(header(json!({"exported_at_ms": 5, "export_id": ""})).unwrap_err().contains("export_id"));
+        assert!(header(json!({"exported_at_ms": 5, "colour": 1})).unwrap_err().contains("`colour` is not a field"));
         let h = header(json!({"format": FORMAT, "version": 2, "export_id": "e", "exported_at_ms": 5, "part": 3,
             "last": false}))
         .unwrap();

@@ -544,11 +544,15 @@ pub async fn import_part(document: String, asked: RestoreMode, now_ms: u64) -> R
     let search: Vec<SearchItem> =
         part.search.iter().enumerate().map(|(n, m)| search_item(n, m)).collect::<Result<_>>()?;
     let h = &part.header;
-    // A store with memory keys of its own is not empty either.
+    // A store with memory keys of its own is not empty either. Only a
+    // fresh restore's first part asks (`begin`), so only it lists the keys,
+    // not each of a large export's hundreds of parts.
     let mut kv_held = None;
-    for (p, _) in backup::KV_PREFIXES {
-        if kv_held.is_none() && !stores.kv.keys(p).await?.is_empty() {
-            kv_held = Some(p);
+    if h.part == 0 && asked == RestoreMode::Fresh {
+        for (p, _) in backup::KV_PREFIXES {
+            if kv_held.is_none() && !stores.kv.keys(p).await?.is_empty() {
+                kv_held = Some(p);
+            }
         }
     }
     let (mode, rows, kept, items) = sql

@@ -12,12 +12,16 @@ Recall is reported for conversations 0-4 (`fit`: the only ones any constant,
 weight or choice of the retrieval may be fitted on), 5-9 (`held_out`) and all
 ten (issue #25).
 
-Usage: eval-locomo.py BASE_URL API_KEY [--dump FILE] [--context N] [--convs A-B]
---context N sends each turn with the text of the N turns before and after it in
-its session as the document's `context` (D-K13), so the app indexes it below the
-turn's own words and its embedding reads it. --convs A-B runs conversations A
-to B only (say 0-4 while fitting a constant); the summary's splits then count
-only those. Reads nothing but the dataset and the API; prints a JSON summary.
+Usage: eval-locomo.py BASE_URL API_KEY (--bare | --context N) [--dump FILE] [--convs A-B]
+--bare sends each turn as a person would: `id`, `title`, `text` and `source_date`
+only, in batches of 128 in the order of the conversation, so whatever context a
+turn is found by is the app's own (D-K29). --context N sends each turn with the
+text of the N turns before and after it in its session as the document's
+`context` (D-K13), so the app indexes it below the turn's own words and its
+embedding reads it. --convs A-B runs conversations A to B only (say 0-4 while
+fitting a constant); the summary's splits then count only those. Reads nothing
+but the dataset and the API; prints a JSON summary, with the seconds spent
+adding the documents apart from the whole.
 """
 
 import json
@@ -83,7 +87,10 @@ def turns(conv, context=0):
 def main():
     base, key = sys.argv[1].rstrip("/"), sys.argv[2]
     dump = sys.argv[sys.argv.index("--dump") + 1] if "--dump" in sys.argv else None
-    context = int(sys.argv[sys.argv.index("--context") + 1]) if "--context" in sys.argv else 0
+    bare = "--bare" in sys.argv
+    if bare == ("--context" in sys.argv):
+        sys.exit("say --bare, or --context N for the client to send each turn's neighbours")
+    context = 0 if bare else int(sys.argv[sys.argv.index("--context") + 1])
     first, last = 0, 9
     if "--convs" in sys.argv:
         first, last = (int(x) for x in sys.argv[sys.argv.index("--convs") + 1].split("-"))
@@ -93,13 +100,16 @@ def main():
     latency = {m: [] for m in MODES}
     raw = []
     started = time.time()
+    adding = 0.0
     for ci, conv in enumerate(data):
         if not first <= ci <= last:
             continue
         call(base, key, "DELETE", "/privacy/delete-all?confirm=true")
         docs = list(turns(conv, context))
+        t0 = time.perf_counter()
         for i in range(0, len(docs), 128):
             call(base, key, "POST", "/documents", {"documents": docs[i : i + 128]})
+        adding += time.perf_counter() - t0
         for qa in conv["qa"]:
             if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
                 continue
@@ -118,7 +128,9 @@ def main():
             raw.append(row)
     summary = {
         "questions": len(raw),
+        "documents": "bare" if bare else f"context {context}",
         "seconds": round(time.time() - started, 1),
+        "adding_seconds": round(adding, 1),
         "questions_per_split": {s: sum(1 for c in conv_of if c in r) for s, r in SPLITS.items()},
         "recall": {
             split: {

@@ -742,6 +742,56 @@ fn a_documents_context_is_searchable_below_its_own_words() {
     }
 }
 
+/// D-K29: a document sent with no context borrows its neighbours' words in
+/// the batch, two on each side that name the same source or day; an empty
+/// context keeps a document to its own words, documents that name neither
+/// lend nothing, and a document sent alone has nothing to borrow.
+#[test]
+fn a_batch_lends_each_document_its_neighbours_words() {
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, false);
+        let r = post(
+            &app,
+            "/documents",
+            json!({"documents": [
+                {"id": "c-1", "title": "Caroline", "text": "Caroline: Did you join the pottery class at the community centre?", "source_date": "2023-05-08"},
+                {"id": "m-1", "title": "Mel", "text": "Mel: Yes, I signed up for it yesterday after work.", "source_date": "2023-05-08"},
+                {"id": "m-2", "title": "Mel", "text": "Mel: Yes, same here.", "source_date": "2023-05-08", "context": ""},
+                {"id": "h-1", "title": "Mel", "text": "Mel: We went hiking by the lake on Sunday.", "source_date": "2023-06-01"},
+                {"id": "w-1", "title": "Web", "text": "A clipping on glazes.", "source_date": "2023-05-08", "source_url": "https://example.org/glaze"},
+                {"id": "u-1", "title": "Note", "text": "An undated note on kilns."},
+                {"id": "u-2", "title": "Note", "text": "An undated note on clay wheels."}
+            ]}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let ids = |q: &str| -> Vec<String> {
+            let hits = get(&app, &format!("/search?q={q}&k=7&corpus=document&mode=text"));
+            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(
+            ids("pottery%20class"),
+            ["c-1", "m-1"],
+            "{backend:?}: its own words first, then the turn after it; the one sent with an empty context, \
+             the next day's and another source's borrow nothing"
+        );
+        assert_eq!(ids("hiking"), ["h-1"], "{backend:?}: another day lends nothing back");
+        assert_eq!(ids("glazes"), ["w-1"], "{backend:?}: another source lends nothing back");
+        assert_eq!(ids("kilns"), ["u-1"], "{backend:?}: documents naming no source or day lend nothing");
+        let hit = get(&app, "/search?q=pottery%20class&k=2&corpus=document&mode=text");
+        let snippet = hit["results"][1]["snippet"].as_str().unwrap();
+        assert!(snippet.contains("signed up") && !snippet.contains("pottery"), "{backend:?}: its own text: {snippet}");
+        // Sent again alone, the turn has no neighbours left to borrow from.
+        let r = post(
+            &app,
+            "/documents",
+            json!({"id": "m-1", "title": "Mel", "text": "Mel: Yes, I signed up for it yesterday after work.", "source_date": "2023-05-08"}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(ids("pottery%20class"), ["c-1"], "{backend:?}");
+    }
+}
+
 /// D-K19: an item is found by its date's day, month and year: a
 /// document by its `source_date`, else by the day it was added, and an
 /// entry by its source's date; the words are an index, never shown.

@@ -391,7 +391,12 @@ async fn documents(req: Request) -> Reply {
                 id,
                 title: opt_str(d, "title", 300)?,
                 text,
-                context: opt_str(d, "context", 20_000)?,
+                // Absent or null: the app builds it from the batch's
+                // neighbours (D-K29); given, even empty, it is kept.
+                context: match opt_str(d, "context", 20_000)? {
+                    None if d.get("context").is_some_and(Value::is_string) => Some(String::new()),
+                    given => given,
+                },
                 source_url: url(d, "source_url")?,
                 source_date: date(d, "source_date", false)?,
             })

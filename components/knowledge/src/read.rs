@@ -5,7 +5,7 @@
 use crate::entries::{CORPUS, ENTRY_COLUMNS, entries_by_id, entry_from};
 use mneme_knowledge::entry::{Entry, KnowledgeType};
 use mneme_knowledge::fusion::{self, Mode};
-use mneme_knowledge::{mirror, rank, validate};
+use mneme_knowledge::{mirror, neighbours, rank, validate};
 use mneme_store::{Sql, Value};
 use mneme_substrate::{Fail, Result, Stores, embed_many, query_embedding, random_hex, search};
 use mneme_time::calendar::utc_timestamp;
@@ -269,12 +269,28 @@ pub async fn search(r: Query) -> Result<Vec<SearchHit>> {
 /// Adds (or replaces, by id) documents in the vault search.
 pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<String>> {
     let stores = Stores::open().await?;
+    // A document that brings no context of its own borrows its neighbours'
+    // words in the batch (D-K29); one that brings any, even an empty one,
+    // keeps it.
+    let placed: Vec<neighbours::Placed> = documents
+        .iter()
+        .map(|d| neighbours::Placed {
+            text: &d.text,
+            source_url: d.source_url.as_deref(),
+            source_date: d.source_date.as_deref(),
+        })
+        .collect();
+    let contexts: Vec<String> = documents
+        .iter()
+        .zip(neighbours::contexts(&placed, neighbours::SIDE))
+        .map(|(d, built)| d.context.clone().unwrap_or(built))
+        .collect();
     let texts: Vec<String> = documents
         .iter()
-        .map(|d| {
+        .zip(&contexts)
+        .map(|(d, context)| {
             // The document's own words first: the embedding reads only its
             // first 256 word pieces.
-            let context = d.context.as_deref().unwrap_or("");
             format!("{} {} {context}", d.title.as_deref().unwrap_or(""), d.text).trim().to_string()
         })
         .collect();
@@ -300,7 +316,7 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
             ref_id: &ids[i],
             title,
             body: &documents[i].text,
-            context: documents[i].context.as_deref().unwrap_or(""),
+            context: &contexts[i],
             date: documents[i].source_date.as_deref().unwrap_or(""),
             meta,
         })

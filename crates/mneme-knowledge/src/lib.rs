@@ -17,6 +17,7 @@ pub mod governor;
 pub mod ivf;
 pub mod job;
 pub mod mirror;
+pub mod neighbours;
 pub mod patterns;
 pub mod rank;
 pub mod rules;

@@ -257,5 +257,22 @@ fn a_fallback_is_an_event_on_the_requests_trace() {
         let lines = logged(&otlp.spans());
         assert!(arrived, "{backend:?}: no fallback event on the trace; log:\n{}", app.log());
         assert!(lines.iter().any(|l| l.contains("triage") && l.contains("malformed")), "{backend:?}: {lines:?}");
+        // The message's kind and cost are on the same trace (D-L10), as on
+        // `/status`.
+        let kinds = &status["model"]["usage"]["messages"];
+        let (kind, counted) = kinds.as_object().and_then(|o| o.iter().next()).expect("a message kind on /status");
+        let cost = |spans: &[Span]| -> Vec<String> {
+            spans
+                .iter()
+                .filter(|s| hex(&s.trace_id) == trace_id)
+                .flat_map(|s| s.events.iter())
+                .filter_map(|e| attr(&e.attributes, "app_log"))
+                .filter(|l| l.contains(&format!("a {kind} message:")))
+                .collect()
+        };
+        assert!(otlp.wait_for(Duration::from_secs(15), |spans, _| !cost(spans).is_empty()), "{backend:?}: {kinds}");
+        let line = cost(&otlp.spans()).remove(0);
+        let calls = counted["calls"].as_u64().expect("calls per kind on /status");
+        assert!(line.contains(&format!(": {calls} calls,")), "{backend:?}: {line} against {counted}");
     }
 }

@@ -181,6 +181,13 @@ impl Ledger {
                 .uses
                 .iter()
                 .fold((0, 0, 0, 0), |a, u| (a.0 + u.retries, a.1 + u.fallbacks, a.2 + u.answered, a.3 + u.wait_ms));
+            // The line is the message's cost on its trace: each line an app
+            // writes is an event on the span open at the time, under Spin
+            // and `mneme up` alike (D-L8, D-L10).
+            eprintln!(
+                "model: a {mode} message: {calls} calls, {prompt} prompt tokens ({cached} cached), \
+                 {completion} completion tokens, {wait} ms waiting"
+            );
             self.uses.push(ModelUse {
                 key: ModelUseKey::Message(mode.to_string()),
                 units: 1,

@@ -294,9 +294,12 @@ fn model_plans_cycles_surfacing_and_a_crash_mid_cycle() {
     }
 }
 
+/// Cancelled by `DELETE /tasks/{id}` or by the ACT loop's
+/// `persistent_task` skill, which share one statement: either way the
+/// cycle finds its claim gone.
 #[test]
 fn a_task_cancelled_mid_cycle_keeps_what_it_had_and_frees_the_worker() {
-    for backend in BACKENDS {
+    for (backend, by_chat) in BACKENDS.into_iter().flat_map(|b| [(b, false), (b, true)]) {
         let b = BackendEnv::new(backend);
         let dir = tempfile::tempdir().unwrap();
         let model = FakeModel::start(script(r#"{"actions": [], "done": true, "result": "step result"}"#));
@@ -309,6 +312,11 @@ fn a_task_cancelled_mid_cycle_keeps_what_it_had_and_frees_the_worker() {
         let app = App::start(&manifest(dir.path()), &env(&b, Some(&model)));
         let t = create(&app, "Choose a laptop for the whole family", 1, T0);
         let id = t["id"].as_str().unwrap().to_string();
+        if by_chat {
+            model.route(marker::TRIAGE, script(r#"{"mode": "ACT", "skills": ["persistent_task"]}"#));
+            let cancel = json!({"actions": [{"type": "persistent_task", "action": "cancel", "id": id}]});
+            model.route(marker::ACT_PLAN, script(&cancel.to_string()));
+        }
         let cycle = std::thread::scope(|s| {
             let running = s.spawn(|| tick(&app, T0));
             let deadline = Instant::now() + Duration::from_secs(30);
@@ -316,13 +324,24 @@ fn a_task_cancelled_mid_cycle_keeps_what_it_had_and_frees_the_worker() {
                 assert!(Instant::now() < deadline, "step 1 never started");
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let r = app.call("DELETE", &format!("/tasks/{id}"), None, T0 + 1);
-            assert_eq!(r.status, 200, "{}", r.body);
+            if by_chat {
+                let r = app.call("POST", "/chat", Some(json!({"text": "Stop the laptop research, please"})), T0 + 1);
+                assert_eq!(r.status, 200, "{}", r.body);
+            } else {
+                let r = app.call("DELETE", &format!("/tasks/{id}"), None, T0 + 1);
+                assert_eq!(r.status, 200, "{}", r.body);
+            }
             running.join().unwrap()
         });
-        assert!(cycle["abandoned"].as_str().unwrap().contains("no longer claimed"), "{cycle}");
+        assert!(cycle["abandoned"].as_str().unwrap_or_default().contains("no longer claimed"), "{by_chat}: {cycle}");
         let after = task(&app, &id);
-        assert_eq!(after["status"], "cancelled");
+        assert_eq!(after["status"], "cancelled", "{by_chat}: {after}");
+        let row = app.table("persistent_tasks", T0 + 2).into_iter().find(|t| t["id"] == id.as_str()).expect("its row");
+        assert_eq!(
+            (&row["claim"], &row["lease_until_ms"]),
+            (&Value::Null, &json!(0)),
+            "{by_chat}: the cancel took the claim and the lease: {row}"
+        );
         assert_eq!(step_status(&after)[0], "pending", "the late step is not written: {after}");
         assert!(task_events(&app).is_empty(), "nothing is surfaced for a cancelled task");
         // The worker is free at its next time, not after the lease.

@@ -633,12 +633,7 @@ async fn persistent_task(sql: &Sql, p: &Map<String, J>, now: u64) -> Result<Stri
         }
         "cancel" => {
             let id = s(p, "id").ok_or_else(|| Fail::invalid("cancel needs the task's `id`"))?;
-            let n = sql
-                .execute(
-                    "UPDATE persistent_tasks SET status = 'cancelled', updated_ms = $2 WHERE id = $1 AND status NOT IN ('completed', 'cancelled', 'expired')",
-                    &[id.into(), Value::Int(now as i64)],
-                )
-                .await?;
+            let n = mneme_substrate::task_rows::cancel(sql, id, now).await?;
             if n == 0 {
                 Err(Fail::new("not-found", format!("no open task {id}")))
             } else {

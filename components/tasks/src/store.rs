@@ -140,13 +140,7 @@ pub async fn list(status: Option<TaskState>, limit: u32) -> Result<Vec<Task>> {
 /// finds its claim gone and writes nothing more.
 pub async fn cancel(id: &str, now_ms: u64) -> Result<Task> {
     let sql = mneme_store::open_sql().await?;
-    let n = sql
-        .execute(
-            "UPDATE persistent_tasks SET status = 'cancelled', claim = NULL, lease_until_ms = 0, updated_ms = $2 \
-             WHERE id = $1 AND status NOT IN ('completed', 'cancelled', 'expired')",
-            &[id.into(), Value::Int(now_ms as i64)],
-        )
-        .await?;
+    let n = task_rows::cancel(&sql, id, now_ms).await?;
     let task = get(id).await?;
     if n == 0 {
         return Err(Fail::new("conflict", format!("task `{id}` is {} already", task.status.as_str())));

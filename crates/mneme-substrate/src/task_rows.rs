@@ -12,6 +12,26 @@ use crate::{Result, json_text, random_hex};
 /// States that count against `MAX_ACTIVE` and for duplicate goals.
 pub const OPEN: &str = "('proposed', 'accepted', 'in_progress')";
 
+/// States a task cannot leave.
+pub const FINISHED: &str = "('completed', 'cancelled', 'expired')";
+
+/// Cancels a task that is not finished, and takes its claim and lease
+/// away, so a cycle holding it finds its claim gone and writes nothing more.
+/// The tasks stage (`DELETE /tasks/{id}`) and the ACT loop's
+/// `persistent_task` skill both cancel through here. The rows changed: 0
+/// when there is no such task or it was finished.
+pub async fn cancel(sql: &Sql, id: &str, now: u64) -> Result<u64> {
+    Ok(sql
+        .execute(
+            &format!(
+                "UPDATE persistent_tasks SET status = 'cancelled', claim = NULL, lease_until_ms = 0, updated_ms = $2 \
+             WHERE id = $1 AND status NOT IN {FINISHED}"
+            ),
+            &[id.into(), Value::Int(now as i64)],
+        )
+        .await?)
+}
+
 /// What [`insert`] did.
 pub enum Inserted {
     Created(String),

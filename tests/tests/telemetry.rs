@@ -244,34 +244,30 @@ fn a_fallback_is_an_event_on_the_requests_trace() {
         assert!(triage.is_some(), "{backend:?}: triage did not fall back: {}", status["model"]["usage"]);
         let reasons = &status["model"]["usage"]["paths"]["triage"]["fallback_reasons"];
         assert_eq!(reasons["malformed"], 1, "{backend:?}: counted per path and reason: {}", status["model"]["usage"]);
-        let logged = |spans: &[Span]| -> Vec<String> {
+        // The lines the app logged on this request's trace that hold `needle`.
+        let logged = |spans: &[Span], needle: &str| -> Vec<String> {
             spans
                 .iter()
                 .filter(|s| hex(&s.trace_id) == trace_id)
                 .flat_map(|s| s.events.iter())
                 .filter_map(|e| attr(&e.attributes, "app_log"))
-                .filter(|l| l.contains("fell back"))
+                .filter(|l| l.contains(needle))
                 .collect()
         };
-        let arrived = otlp.wait_for(Duration::from_secs(15), |spans, _| !logged(spans).is_empty());
-        let lines = logged(&otlp.spans());
+        let arrived = otlp.wait_for(Duration::from_secs(15), |spans, _| !logged(spans, "fell back").is_empty());
+        let lines = logged(&otlp.spans(), "fell back");
         assert!(arrived, "{backend:?}: no fallback event on the trace; log:\n{}", app.log());
         assert!(lines.iter().any(|l| l.contains("triage") && l.contains("malformed")), "{backend:?}: {lines:?}");
         // The message's kind and cost are on the same trace (D-L10), as on
         // `/status`.
         let kinds = &status["model"]["usage"]["messages"];
         let (kind, counted) = kinds.as_object().and_then(|o| o.iter().next()).expect("a message kind on /status");
-        let cost = |spans: &[Span]| -> Vec<String> {
-            spans
-                .iter()
-                .filter(|s| hex(&s.trace_id) == trace_id)
-                .flat_map(|s| s.events.iter())
-                .filter_map(|e| attr(&e.attributes, "app_log"))
-                .filter(|l| l.contains(&format!("a {kind} message:")))
-                .collect()
-        };
-        assert!(otlp.wait_for(Duration::from_secs(15), |spans, _| !cost(spans).is_empty()), "{backend:?}: {kinds}");
-        let line = cost(&otlp.spans()).remove(0);
+        let needle = format!("a {kind} message:");
+        assert!(
+            otlp.wait_for(Duration::from_secs(15), |spans, _| !logged(spans, &needle).is_empty()),
+            "{backend:?}: {kinds}"
+        );
+        let line = logged(&otlp.spans(), &needle).remove(0);
         let calls = counted["calls"].as_u64().expect("calls per kind on /status");
         assert!(line.contains(&format!(": {calls} calls,")), "{backend:?}: {line} against {counted}");
     }

@@ -18,7 +18,8 @@ only, in batches of 128 in the order of the conversation, so whatever context a
 turn is found by is the app's own (D-K29). --context N sends each turn with the
 text of the N turns before and after it in its session as the document's
 `context` (D-K13), so the app indexes it below the turn's own words and its
-embedding reads it. --convs A-B runs conversations A to B only (say 0-4 while
+embedding reads it; --context 0 sends an empty `context`, a turn with no words
+but its own (the baseline before D-K29). --convs A-B runs conversations A to B only (say 0-4 while
 fitting a constant); the summary's splits then count only those. Reads nothing
 but the dataset and the API; prints a JSON summary, with the seconds spent
 adding the documents apart from the whole.
@@ -61,7 +62,9 @@ def session_date(text):
     return f"{m.group(3)}-{MONTHS.index(m.group(2)) + 1:02d}-{int(m.group(1)):02d}"
 
 
-def turns(conv, context=0):
+def turns(conv, context=None):
+    """The conversation's turns as documents; `context` None sends none (the
+    app builds it), 0 an empty one, N the N turns on each side."""
     c = conv["conversation"]
     n = 1
     while f"session_{n}" in c:
@@ -77,8 +80,8 @@ def turns(conv, context=0):
             doc = {"id": t["dia_id"], "title": t["speaker"], "text": texts[i]}
             if date:
                 doc["source_date"] = date
-            if context:
-                around = texts[max(0, i - context) : i] + texts[i + 1 : i + 1 + context]
+            if context is not None:
+                around = texts[max(0, i - context) : i] + texts[i + 1 : i + 1 + context] if context else []
                 doc["context"] = " ".join(around)
             yield doc
         n += 1
@@ -90,7 +93,7 @@ def main():
     bare = "--bare" in sys.argv
     if bare == ("--context" in sys.argv):
         sys.exit("say --bare, or --context N for the client to send each turn's neighbours")
-    context = 0 if bare else int(sys.argv[sys.argv.index("--context") + 1])
+    context = None if bare else int(sys.argv[sys.argv.index("--context") + 1])
     first, last = 0, 9
     if "--convs" in sys.argv:
         first, last = (int(x) for x in sys.argv[sys.argv.index("--convs") + 1].split("-"))

@@ -789,6 +789,28 @@ fn a_batch_lends_each_document_its_neighbours_words() {
         );
         assert_eq!(r.status, 201, "{}", r.body);
         assert_eq!(ids("pottery%20class"), ["c-1"], "{backend:?}");
+
+        // A document with a context of its own still lends its text (not
+        // that context); null builds one and blank keeps none; an id sent
+        // twice lends only its later version.
+        let day = "2023-07-01";
+        let r = post(
+            &app,
+            "/documents",
+            json!({"documents": [
+                {"id": "k-1", "text": "Kim: I bought a new telescope.", "context": "stargazing club notes", "source_date": day},
+                {"id": "k-2", "text": "Lee: Nice, when?", "context": null, "source_date": day},
+                {"id": "k-3", "text": "Kim: Last week.", "context": "   ", "source_date": day},
+                {"id": "d-1", "text": "We went sailing.", "source_date": day},
+                {"id": "k-5", "text": "Lee: Sounds fun.", "source_date": day},
+                {"id": "d-1", "text": "We went rowing.", "source_date": day}
+            ]}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(ids("telescope"), ["k-1", "k-2"], "{backend:?}: null borrows, blank does not");
+        assert_eq!(ids("stargazing"), ["k-1"], "{backend:?}: a context is not lent on");
+        assert_eq!(ids("rowing"), ["d-1", "k-5"], "{backend:?}");
+        assert!(ids("sailing").is_empty(), "{backend:?}: the replaced version lends nothing");
     }
 }
 

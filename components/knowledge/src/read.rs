@@ -269,10 +269,17 @@ pub async fn search(r: Query) -> Result<Vec<SearchHit>> {
 /// Adds (or replaces, by id) documents in the vault search.
 pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<String>> {
     let stores = Stores::open().await?;
+    let ids: Vec<String> =
+        documents.iter().map(|d| d.id.clone().unwrap_or_else(|| format!("doc-{}", random_hex(8)))).collect();
+    // An id given twice in one batch: the later document replaces the
+    // earlier, as two requests in a row would, so the earlier is neither
+    // stored nor lent to its neighbours.
+    let last: Vec<usize> = (0..documents.len()).filter(|&i| !ids[i + 1..].contains(&ids[i])).collect();
+    let docs: Vec<&NewDocument> = last.iter().map(|&i| &documents[i]).collect();
     // A document that brings no context of its own borrows its neighbours'
     // words in the batch (D-K29); one that brings any, even an empty one,
     // keeps it.
-    let placed: Vec<neighbours::Placed> = documents
+    let placed: Vec<neighbours::Placed> = docs
         .iter()
         .map(|d| neighbours::Placed {
             text: &d.text,
@@ -280,12 +287,12 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
             source_date: d.source_date.as_deref(),
         })
         .collect();
-    let contexts: Vec<String> = documents
+    let contexts: Vec<String> = docs
         .iter()
         .zip(neighbours::contexts(&placed, neighbours::SIDE))
         .map(|(d, built)| d.context.clone().unwrap_or(built))
         .collect();
-    let texts: Vec<String> = documents
+    let texts: Vec<String> = docs
         .iter()
         .zip(&contexts)
         .map(|(d, context)| {
@@ -295,34 +302,22 @@ pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<
         })
         .collect();
     let embeddings = embed_many(&texts)?;
-    let ids: Vec<String> =
-        documents.iter().map(|d| d.id.clone().unwrap_or_else(|| format!("doc-{}", random_hex(8)))).collect();
-    // An id given twice in one batch: the later document replaces the
-    // earlier, as two requests in a row would.
-    let last: Vec<usize> = (0..documents.len()).filter(|&i| !ids[i + 1..].contains(&ids[i])).collect();
-    let titles: Vec<String> = last
-        .iter()
-        .map(|&i| documents[i].title.clone().unwrap_or_else(|| validate::derive_topic(&documents[i].text)))
-        .collect();
-    let metas: Vec<J> = last
-        .iter()
-        .map(|&i| json!({"source_url": documents[i].source_url, "source_date": documents[i].source_date}))
-        .collect();
-    let items: Vec<search::NewItem> = last
-        .iter()
-        .zip(titles.iter().zip(&metas))
-        .map(|(&i, (title, meta))| search::NewItem {
+    let titles: Vec<String> =
+        docs.iter().map(|d| d.title.clone().unwrap_or_else(|| validate::derive_topic(&d.text))).collect();
+    let metas: Vec<J> =
+        docs.iter().map(|d| json!({"source_url": d.source_url, "source_date": d.source_date})).collect();
+    let items: Vec<search::NewItem> = (0..docs.len())
+        .map(|k| search::NewItem {
             corpus: "document",
-            ref_id: &ids[i],
-            title,
-            body: &documents[i].text,
-            context: &contexts[i],
-            date: documents[i].source_date.as_deref().unwrap_or(""),
-            meta,
+            ref_id: &ids[last[k]],
+            title: &titles[k],
+            body: &docs[k].text,
+            context: &contexts[k],
+            date: docs[k].source_date.as_deref().unwrap_or(""),
+            meta: &metas[k],
         })
         .collect();
-    let batch: Vec<(&search::NewItem, &[f32])> =
-        items.iter().zip(last.iter().map(|&i| embeddings[i].as_slice())).collect();
+    let batch: Vec<(&search::NewItem, &[f32])> = items.iter().zip(embeddings.iter().map(Vec::as_slice)).collect();
     let kept: Vec<&str> = items.iter().map(|i| i.ref_id).collect();
     stores
         .sql

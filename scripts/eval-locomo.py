@@ -19,10 +19,10 @@ turn is found by is the app's own (D-K29). --context N sends each turn with the
 text of the N turns before and after it in its session as the document's
 `context` (D-K13), so the app indexes it below the turn's own words and its
 embedding reads it; --context 0 sends an empty `context`, a turn with no words
-but its own (the baseline before D-K29). --convs A-B runs conversations A to B only (say 0-4 while
-fitting a constant); the summary's splits then count only those. Reads nothing
-but the dataset and the API; prints a JSON summary, with the seconds spent
-adding the documents apart from the whole.
+but its own (the baseline before D-K29). --convs A-B runs conversations A to B
+only (say 0-4 while fitting a constant); the summary's splits then count only
+those. Reads nothing but the dataset and the API; prints a JSON summary, with
+the seconds spent adding the documents apart from the whole.
 """
 
 import json

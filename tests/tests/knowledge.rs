@@ -87,6 +87,12 @@ fn result_ids(found: &Value) -> Vec<&str> {
     found["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect()
 }
 
+/// The ids `GET /search` finds among the documents for `params` (the
+/// query string, without `corpus`), in order.
+fn document_ids(app: &App, params: &str) -> Vec<String> {
+    result_ids(&get(app, &format!("/search?corpus=document&{params}"))).into_iter().map(String::from).collect()
+}
+
 #[test]
 fn ingest_has_its_own_token_and_rejects_bad_input() {
     for backend in BACKENDS {
@@ -720,10 +726,7 @@ fn a_documents_context_is_searchable_below_its_own_words() {
             ]}),
         );
         assert_eq!(r.status, 201, "{}", r.body);
-        let ids = |mode: &str| -> Vec<String> {
-            let hits = get(&app, &format!("/search?q=pottery%20class&k=4&corpus=document&mode={mode}"));
-            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
-        };
+        let ids = |mode: &str| document_ids(&app, &format!("q=pottery%20class&k=4&mode={mode}"));
         let text = ids("text");
         assert_eq!(text, ["t-9", "t-2"], "{backend:?}: own words first, then the context; nothing else matches");
         let vector = ids("vector");
@@ -765,10 +768,7 @@ fn a_batch_lends_each_document_its_neighbours_words() {
             ]}),
         );
         assert_eq!(r.status, 201, "{}", r.body);
-        let ids = |q: &str| -> Vec<String> {
-            let hits = get(&app, &format!("/search?q={q}&k=7&corpus=document&mode=text"));
-            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
-        };
+        let ids = |q: &str| document_ids(&app, &format!("q={q}&k=7&mode=text"));
         assert_eq!(
             ids("pottery%20class"),
             ["c-1", "m-1"],
@@ -833,11 +833,7 @@ fn an_items_date_is_searchable_by_its_day_month_and_year() {
         ]});
         let r = app.call_as(TEST_KEY, "POST", "/documents", Some(&documents), Some(added));
         assert_eq!(r.status, 201, "{}", r.body);
-        let ids = |q: &str| -> Vec<String> {
-            let q = q.replace(' ', "%20");
-            let hits = get(&app, &format!("/search?q={q}&k=3&corpus=document&mode=text"));
-            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
-        };
+        let ids = |q: &str| document_ids(&app, &format!("q={}&k=3&mode=text", q.replace(' ', "%20")));
         assert_eq!(ids("What did we repaint in May 2023?")[0], "fence", "{backend:?}");
         assert_eq!(ids("What was repainted on 13 October, 2023?")[0], "shed", "{backend:?}");
         assert_eq!(ids("October"), ["shed"], "{backend:?}: only the dated words match");
@@ -894,10 +890,7 @@ fn the_full_text_read_narrows_to_the_rare_terms_once_the_common_ones_are_many() 
         assert_eq!(r.status, 201, "{}", r.body);
         let r = post(&app, "/documents", json!({"documents": filler(0, 100)}));
         assert_eq!(r.status, 201, "{}", r.body);
-        let ids = |q: &str, mode: &str| -> Vec<String> {
-            let hits = get(&app, &format!("/search?q={q}&k=50&corpus=document&mode={mode}"));
-            hits["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
-        };
+        let ids = |q: &str, mode: &str| document_ids(&app, &format!("q={q}&k=50&mode={mode}"));
         let zanzibar = |v: &[String]| v.iter().filter(|i| i.starts_with("z-")).count();
         // Below the budget every row holding any word is ranked.
         let few = ids("roadmap%20zanzibar", "text");

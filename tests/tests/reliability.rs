@@ -126,26 +126,46 @@ fn a_silent_or_refusing_postgres_answers_503_in_time_and_recovers_at_once() {
 
 #[test]
 fn a_lock_held_elsewhere_gets_a_503_naming_it_and_leaves_no_half_write() {
-    // The session's lock bound (D-F19) answers, not a 500, and the
-    // connection goes back clean: the next write lands whole.
+    // A writer outside the app holds the store: PostgreSQL's lock bound
+    // (D-F19) or SQLite's write lock past the SQLite deadline. Either answers
+    // `store-busy` with a retry hint, not a 500 and not a store called
+    // down (D-F38), and the connection goes back clean: the next write
+    // lands whole.
     let _turn = one_at_a_time();
-    let b = BackendEnv::new(Backend::Hosted);
-    let app = App::start("spin.toml", &test_env(&b, None));
-    let mut held = b.pg.as_ref().unwrap().client();
-    let mut tx = held.transaction().unwrap();
-    tx.execute("SELECT pg_advisory_xact_lock(hashtext('vector_blocks:document'))", &[]).unwrap();
-    let (r, took) = timed(|| post(&app, "/documents", &json!({"documents": [{"text": "Locked out: the pear tree."}]})));
-    assert_eq!(r.status, 503, "{}", r.body);
-    assert_eq!(r.json()["error"]["code"], "store-unavailable", "{}", r.body);
-    assert!(r.body.contains("lock"), "the answer names the lock: {}", r.body);
-    assert!(took < Duration::from_secs(5), "{took:?}");
-    tx.commit().unwrap();
-    let r = post(&app, "/documents", &json!({"documents": [{"text": "Let in: the plum tree."}]}));
-    assert_eq!(r.status, 201, "{}", r.body);
-    let export = app.request("GET", "/privacy/export", &[("authorization", AUTH)], None);
-    assert_eq!(export.status, 200);
-    assert!(export.body.contains("plum tree"));
-    assert!(!export.body.contains("pear tree"), "the refused write left rows behind");
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = App::start("spin.toml", &test_env(&b, None));
+        let write = || post(&app, "/documents", &json!({"documents": [{"text": "Locked out: the pear tree."}]}));
+        let ((r, took), limit) = match &b.pg {
+            Some(pg) => {
+                let mut held = pg.client();
+                let mut tx = held.transaction().unwrap();
+                tx.execute("SELECT pg_advisory_xact_lock(hashtext('vector_blocks:document'))", &[]).unwrap();
+                let out = timed(write);
+                tx.commit().unwrap();
+                (out, Duration::from_secs(5))
+            }
+            None => {
+                let held = rusqlite::Connection::open(app.state.path().join("sqlite_db.db")).unwrap();
+                held.execute_batch("BEGIN IMMEDIATE").unwrap();
+                let out = timed(write);
+                held.execute_batch("COMMIT").unwrap();
+                // The SQLite deadline (30 s), and one busy wait past it.
+                (out, Duration::from_secs(40))
+            }
+        };
+        assert_eq!(r.status, 503, "{backend:?}: {}", r.body);
+        assert_eq!(r.json()["error"]["code"], "store-busy", "{backend:?}: {}", r.body);
+        assert_eq!(r.header("retry-after"), Some("1"), "{backend:?}");
+        assert!(r.body.contains("lock"), "{backend:?}: the answer names the lock: {}", r.body);
+        assert!(took < limit, "{backend:?}: {took:?}");
+        let r = post(&app, "/documents", &json!({"documents": [{"text": "Let in: the plum tree."}]}));
+        assert_eq!(r.status, 201, "{backend:?}: {}", r.body);
+        let export = app.request("GET", "/privacy/export", &[("authorization", AUTH)], None);
+        assert_eq!(export.status, 200);
+        assert!(export.body.contains("plum tree"), "{backend:?}");
+        assert!(!export.body.contains("pear tree"), "{backend:?}: the refused write left rows behind");
+    }
 }
 
 #[test]

@@ -173,8 +173,8 @@ async fn handle(req: Request) -> impl IntoResponse {
 /// The vector index's upkeep, corpus by corpus. A corpus that failed makes
 /// the run fail (the scheduler logs it and `GET /status` shows it) with a
 /// message naming it and what the others did; their work is kept. The
-/// status is `store-unavailable`'s when any corpus met it, else the first
-/// failure's.
+/// status is the first retryable failure's (`store-unavailable`,
+/// `store-busy`) when any corpus met one, else the first failure's.
 fn index_outcome(
     steps: Vec<mneme::knowledge::knowledge::VectorIndexStep>,
 ) -> Result<serde_json::Value, mneme_types::StageError> {
@@ -182,10 +182,10 @@ fn index_outcome(
         .iter()
         .filter_map(|s| s.error.as_ref().map(|e| format!("{}: {}: {}", s.corpus, e.code.name(), e.message)))
         .collect();
-    // A store that did not answer (503: try again) over any other failure.
-    let unavailable = mneme_types::ErrorCode::StoreUnavailable;
+    // A store that did not answer or was busy (503: try again) over any
+    // other failure.
     let codes = || steps.iter().filter_map(|s| s.error.as_ref().map(|e| e.code));
-    let first = codes().find(|c| *c == unavailable).or_else(|| codes().next());
+    let first = codes().find(|c| c.is_unavailable()).or_else(|| codes().next());
     let report = steps.iter().map(|s| match &s.error {
         None => json!({
             "corpus": s.corpus, "trained": s.trained, "lists": s.lists, "moved": s.moved, "flat": s.flat,

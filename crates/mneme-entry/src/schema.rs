@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::mneme::store::store;
-use mneme_types::StageError;
+use mneme_types::{ErrorCode, StageError};
 
 static READY: AtomicBool = AtomicBool::new(false);
 
@@ -37,9 +37,9 @@ pub async fn ensure() -> Result<(), StageError> {
             READY.store(true, Ordering::Release);
             Ok(())
         }
-        // A store that did not answer, or could not be reached; not a
-        // SQLite file another writer holds, which answers once it is free.
-        Err(e) if e.code.is_unavailable() && !e.message.contains("locked") && !e.message.contains("busy") => {
+        // A store that did not answer, or could not be reached; not one
+        // another writer holds (`store-busy`), which answers once it is free.
+        Err(e) if e.code == ErrorCode::StoreUnavailable => {
             eprintln!("schema: the check failed ({}: {})", e.code, e.message);
             Err(e)
         }

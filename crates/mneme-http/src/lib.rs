@@ -69,13 +69,18 @@ impl ApiError {
             // embedding host) is down, or the deployment is missing a
             // setting, a permission or a migration: nothing the request
             // could change, and worth retrying once an operator has looked.
-            "store-unavailable" | "model-unavailable" | "not-configured" | "misconfigured" | "embedding-failed"
-            | "config" | "access-denied" | "migration" => StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable" | "store-busy" | "model-unavailable" | "not-configured" | "misconfigured"
+            | "embedding-failed" | "config" | "access-denied" | "migration" => StatusCode::SERVICE_UNAVAILABLE,
             // `internal`, `decode`, `bad-sql` and any code not listed: a
             // fault in Mneme itself.
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        Self::new(status, code, message)
+        let mut e = Self::new(status, code, message);
+        // Another writer held the store: free again in a moment (D-F38).
+        if code == "store-busy" {
+            e.retry_after = Some(1);
+        }
+        e
     }
 
     pub fn into_response(self) -> Response<String> {
@@ -540,6 +545,9 @@ mod tests {
     #[test]
     fn stage_codes_map_to_statuses() {
         assert_eq!(ApiError::from_stage("store-unavailable", "x").status, 503);
+        assert_eq!(ApiError::from_stage("store-unavailable", "x").retry_after, None);
+        let busy = ApiError::from_stage("store-busy", "x");
+        assert_eq!((busy.status.as_u16(), busy.retry_after), (503, Some(1)));
         assert_eq!(ApiError::from_stage("not-configured", "x").status, 503);
         assert_eq!(ApiError::from_stage("conflict", "x").status, 409);
         assert_eq!(ApiError::from_stage("bad-sql", "x").status, 500);

@@ -1,7 +1,7 @@
 //! The one error type of the store library: a stable `code` slug the entry
 //! components map to HTTP statuses, and a message that says what went wrong.
 
-/// A storage failure. `code` is one of `store-unavailable`, `bad-sql`,
+/// A storage failure. `code` is one of `store-unavailable`, `store-busy`, `bad-sql`,
 /// `conflict`, `access-denied`, `config`, `migration` or `decode`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]

@@ -530,6 +530,16 @@ impl Sql {
                     spin_sdk::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(100));
                 }
+                // A local file answers at once unless a writer holds it: a
+                // `BEGIN IMMEDIATE` that outwaits the deadline (a runner that
+                // queues writers itself, as `mneme up` does) waited for the
+                // lock, and says so as SQLite would (D-F38).
+                Err(e) if did_not_answer(&e) => {
+                    return Err(StoreError::new(
+                        "store-busy",
+                        format!("database is locked: another writer held it past the {SQLITE_DEADLINE:?} wait"),
+                    ));
+                }
                 other => return other.map(|_| ()),
             }
         }
@@ -664,7 +674,7 @@ fn from_pg(v: &pg::DbValue) -> Value {
 
 /// Whether SQLite refused because another connection holds the file.
 fn busy(e: &StoreError) -> bool {
-    e.code == "store-unavailable" && (e.message.contains("locked") || e.message.contains("busy"))
+    e.code == "store-busy"
 }
 
 fn sqlite_error(e: sqlite::Error) -> StoreError {
@@ -675,7 +685,10 @@ fn sqlite_error(e: sqlite::Error) -> StoreError {
         E::InvalidConnection => StoreError::new("store-unavailable", "invalid SQLite connection"),
         E::DatabaseFull => StoreError::new("store-unavailable", "the SQLite database is full"),
         E::Io(msg) if msg.contains("constraint") => StoreError::new("conflict", msg),
-        E::Io(msg) if msg.contains("locked") || msg.contains("busy") => StoreError::new("store-unavailable", msg),
+        // SQLite's SQLITE_BUSY and SQLITE_LOCKED, which reach a guest only
+        // as their text: "database is locked", "database table is locked",
+        // "database is busy".
+        E::Io(msg) if msg.contains("locked") || msg.contains("busy") => StoreError::new("store-busy", msg),
         E::Io(msg) => StoreError::new("bad-sql", msg),
     }
 }
@@ -702,6 +715,13 @@ pub fn server_gave_up(code: &str) -> Option<&'static str> {
     })
 }
 
+/// The code of a statement the server ended ([`server_gave_up`]): a lock
+/// another writer held past `lock_timeout` is `store-busy`, as SQLite's
+/// held file is (D-F38); the rest, `store-unavailable`.
+fn gave_up_code(sqlstate: &str) -> &'static str {
+    if sqlstate == "55P03" { "store-busy" } else { "store-unavailable" }
+}
+
 fn pg_error(e: pg::PgError) -> StoreError {
     use pg::PgError as E;
     match e {
@@ -711,7 +731,7 @@ fn pg_error(e: pg::PgError) -> StoreError {
             StoreError::new("conflict", format!("{} ({})", d.message, d.code))
         }
         E::QueryFailed(pg::QueryError::DbError(d)) if server_gave_up(&d.code).is_some() => StoreError::new(
-            "store-unavailable",
+            gave_up_code(&d.code),
             format!("PostgreSQL {}: {} ({})", server_gave_up(&d.code).unwrap_or_default(), d.message, d.code),
         ),
         E::QueryFailed(pg::QueryError::DbError(d)) => StoreError::new("bad-sql", format!("{} ({})", d.message, d.code)),
@@ -787,6 +807,20 @@ mod tests {
         assert!(g("55P03").unwrap().contains("lock"));
         for code in ["42601", "23505", "22P02", "40001", "XX000"] {
             assert_eq!(g(code), None, "{code} is the statement's own error");
+        }
+    }
+
+    #[test]
+    fn a_store_another_writer_holds_is_busy_on_both_backends() {
+        use spin_sdk::sqlite::Error as E;
+        for msg in ["database is locked", "database table is locked", "database is busy"] {
+            assert_eq!(super::sqlite_error(E::Io(msg.into())).code, "store-busy", "{msg}");
+        }
+        assert_eq!(super::sqlite_error(E::Io("no such table: x".into())).code, "bad-sql");
+        assert_eq!(super::sqlite_error(E::DatabaseFull).code, "store-unavailable");
+        assert_eq!(super::gave_up_code("55P03"), "store-busy");
+        for code in ["57014", "25P03", "57P01", "53300", "08006"] {
+            assert_eq!(super::gave_up_code(code), "store-unavailable", "{code}");
         }
     }
 

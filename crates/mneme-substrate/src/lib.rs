@@ -75,8 +75,17 @@ impl mneme_store::Echo for Fail {
 /// A stage failure inside a store transaction's body: a store code keeps
 /// its meaning, anything else is internal.
 pub fn as_store_error(f: Fail) -> StoreError {
-    const CODES: [&str; 8] =
-        ["bad-sql", "decode", "store-unavailable", "access-denied", "conflict", "lease-lost", "upstream", "invalid"];
+    const CODES: [&str; 9] = [
+        "bad-sql",
+        "decode",
+        "store-unavailable",
+        "store-busy",
+        "access-denied",
+        "conflict",
+        "lease-lost",
+        "upstream",
+        "invalid",
+    ];
     StoreError::new(CODES.into_iter().find(|c| *c == f.code).unwrap_or("internal"), f.message)
 }
 

@@ -73,7 +73,7 @@ named_enum!(ModelPath {
 });
 
 /// Every code, in the order WIT lists them.
-pub const CODES: [ErrorCode; 23] = [
+pub const CODES: [ErrorCode; 24] = [
     ErrorCode::Invalid,
     ErrorCode::NotFound,
     ErrorCode::Conflict,
@@ -87,6 +87,7 @@ pub const CODES: [ErrorCode; 23] = [
     ErrorCode::ModelTimeout,
     ErrorCode::ModelUnavailable,
     ErrorCode::StoreUnavailable,
+    ErrorCode::StoreBusy,
     ErrorCode::NotConfigured,
     ErrorCode::Misconfigured,
     ErrorCode::EmbeddingFailed,
@@ -116,6 +117,7 @@ impl ErrorCode {
             ErrorCode::ModelTimeout => "model-timeout",
             ErrorCode::ModelUnavailable => "model-unavailable",
             ErrorCode::StoreUnavailable => "store-unavailable",
+            ErrorCode::StoreBusy => "store-busy",
             ErrorCode::NotConfigured => "not-configured",
             ErrorCode::Misconfigured => "misconfigured",
             ErrorCode::EmbeddingFailed => "embedding-failed",
@@ -135,9 +137,9 @@ impl ErrorCode {
         CODES.into_iter().find(|c| c.name() == name).unwrap_or(ErrorCode::Internal)
     }
 
-    /// Whether retrying later, once a service is back, can succeed.
+    /// Whether retrying later, once a service is back or free, can succeed.
     pub fn is_unavailable(self) -> bool {
-        matches!(self, ErrorCode::ModelUnavailable | ErrorCode::StoreUnavailable)
+        matches!(self, ErrorCode::ModelUnavailable | ErrorCode::StoreUnavailable | ErrorCode::StoreBusy)
     }
 }
 

@@ -1,7 +1,9 @@
 //! The real-model tier (#49 item 1): every model-using path end to end
 //! against a real small model, the one `./scripts/up.sh --local-model`
 //! runs (Qwen2.5-Coder-1.5B-Instruct on the CPU), started by `mneme up
-//! --mneme-local-model` as a user starts it, on both storage backends.
+//! --mneme-local-model` as a user starts it (under another runner, by the
+//! test itself, with the variables that flag sets), on both storage
+//! backends.
 //!
 //! A real model's words cannot be asserted, so these tests assert what a
 //! principal relies on whatever the model writes: each path called the
@@ -46,9 +48,69 @@ fn model_file() -> std::path::PathBuf {
     file
 }
 
+/// The app and, under another runner (`MNEME_E2E_RUNNER`), the local model
+/// server the test started for it; the server stops when this is dropped.
+struct Tier {
+    app: App,
+    _server: Option<LocalServer>,
+}
+
+impl std::ops::Deref for Tier {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.app
+    }
+}
+
+/// `local-model/server.mjs` on the model, started by the test where the
+/// runner has no `--mneme-local-model` of its own (Spin): what that flag
+/// does, done by hand, as a user of Spin would (README, "A local model").
+struct LocalServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl LocalServer {
+    fn start(script: &std::path::Path) -> LocalServer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::var_os("MNEME_NODE").unwrap_or_else(|| "node".into()))
+            .arg(script)
+            .arg("--model")
+            .arg(model_file())
+            .args(["--listen", "127.0.0.1:0", "--name", MODEL, "--threads", "2"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("starting the local model server (node)");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                // `local-model: serving NAME at URL (…)`
+                if let Some(url) = line.split(" at ").nth(1).and_then(|r| r.split_whitespace().next())
+                    && line.starts_with("local-model: serving ")
+                {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(180)).expect("the local model server did not serve in 180 s");
+        LocalServer { child, url }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The app with no schedule of its own (the test ticks), on `b`, with the
-/// local model started beside it by the runner.
-fn start(b: &BackendEnv, dir: &std::path::Path, extra: &[(&str, &str)]) -> App {
+/// local model started beside it: by `mneme up --mneme-local-model`, or by
+/// the test under another runner.
+fn start(b: &BackendEnv, dir: &std::path::Path, extra: &[(&str, &str)]) -> Tier {
     model_file();
     let mut env = test_env(b, None);
     // The manifest is a copy in `dir`, so the server script is named.
@@ -58,8 +120,22 @@ fn start(b: &BackendEnv, dir: &std::path::Path, extra: &[(&str, &str)]) -> App {
         env.push((format!("SPIN_VARIABLE_{}", k.to_ascii_uppercase()), v.to_string()));
     }
     let manifest = without_crons(dir, &TICK_JOBS.iter().copied().filter(|j| *j != "migrate").collect::<Vec<_>>());
-    App::start_with(&manifest, &env, &["--mneme-local-model", MODEL])
-        .unwrap_or_else(|log| panic!("the runner did not start with the local model:\n{log}"))
+    if mneme_e2e::foreign_runner().is_none() {
+        let app = App::start_with(&manifest, &env, &["--mneme-local-model", MODEL])
+            .unwrap_or_else(|log| panic!("the runner did not start with the local model:\n{log}"));
+        return Tier { app, _server: None };
+    }
+    // The variables `--mneme-local-model` sets (D-L1), unless the test set them.
+    let server = LocalServer::start(&script);
+    for (k, v) in [("LLM_URL", server.url.as_str()), ("LLM_MODEL", MODEL), ("LLM_LIGHT_TIMEOUT_MS", "6000")] {
+        let k = format!("SPIN_VARIABLE_{k}");
+        if !env.iter().any(|(name, _)| *name == k) {
+            env.push((k, v.to_string()));
+        }
+    }
+    let app = App::start_with(&manifest, &env, &[])
+        .unwrap_or_else(|log| panic!("the runner did not start beside the local model:\n{log}"));
+    Tier { app, _server: Some(server) }
 }
 
 fn status(app: &App) -> Value {

@@ -108,33 +108,24 @@ MODELS = {
     },
 }
 
-MONTHS = "January February March April May June July August September October November December".split()
+def _eval_locomo():
+    """scripts/eval-locomo.py as a module: its `turns` is how a LoCoMo turn
+    becomes a document, written once for both scripts."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval-locomo.py")
+    spec = importlib.util.spec_from_file_location("eval_locomo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # ---------------------------------------------------------------- LoCoMo
 
 
-def session_date(text):
-    m = re.search(r"(\d{1,2}) (\w+), (\d{4})", text or "")
-    if not m or m.group(2) not in MONTHS:
-        return None
-    return f"{m.group(3)}-{MONTHS.index(m.group(2)) + 1:02d}-{int(m.group(1)):02d}"
-
-
 def conversation_docs(conv):
-    """The turns in order as (id, title, text, date), as eval-locomo.py posts them."""
-    c = conv["conversation"]
-    docs = []
-    n = 1
-    while f"session_{n}" in c:
-        date = session_date(c.get(f"session_{n}_date_time"))
-        for t in c[f"session_{n}"]:
-            text = f"{t['speaker']}: {t['text']}"
-            if t.get("blip_caption"):
-                text += f" [image: {t['blip_caption']}]"
-            docs.append((t["dia_id"], t["speaker"], text, date))
-        n += 1
-    return docs
+    """The turns in order as (id, title, text, date), as eval-locomo.py --bare posts them."""
+    return [(d["id"], d["title"], d["text"], d.get("source_date")) for d in _eval_locomo().turns(conv)]
 
 
 def questions(conv):

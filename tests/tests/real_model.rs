@@ -64,7 +64,8 @@ impl std::ops::Deref for Tier {
 
 /// `local-model/server.mjs` on the model, started by the test where the
 /// runner has no `--mneme-local-model` of its own (Spin): what that flag
-/// does, done by hand, as a user of Spin would (README, "A local model").
+/// does, done by hand, as the README tells a user of plain Spin to ("A model
+/// on this machine").
 struct LocalServer {
     child: std::process::Child,
     url: String,

@@ -24,6 +24,12 @@ pub const DEADLINE: Duration = Duration::from_secs(4);
 /// write that waits its turn is better than one refused.
 pub const SQLITE_DEADLINE: Duration = Duration::from_secs(30);
 
+/// The longest one `BEGIN IMMEDIATE` may wait inside SQLite for a writer
+/// outside the app before SQLite says "locked" (the busy timeout `mneme up`
+/// sets on its connections), so a last try starts no later than this
+/// before the deadline.
+const BUSY_TRY: Duration = Duration::from_secs(5);
+
 /// How long a request may queue for one of the app's PostgreSQL
 /// connections while every one is in use.
 const POOL_QUEUE: Duration = Duration::from_secs(30);
@@ -526,7 +532,9 @@ impl Sql {
         let mut pause = Duration::from_millis(5);
         loop {
             match self.execute("BEGIN IMMEDIATE", &[]).await {
-                Err(e) if busy(&e) && started.elapsed() + pause < SQLITE_DEADLINE => {
+                // Another try only if it can end within the deadline: one
+                // may wait out SQLite's own busy timeout first.
+                Err(e) if busy(&e) && started.elapsed() + pause + BUSY_TRY <= SQLITE_DEADLINE => {
                     spin_sdk::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(100));
                 }

@@ -3,7 +3,9 @@
 #   scripts/bench-ab.sh social LABEL=BINARY[,ENV=VALUE...] ...   POST /chat "thanks!" on PostgreSQL + Redis
 #   scripts/bench-ab.sh static LABEL=BINARY[,ENV=VALUE...] ...   GET /hello (probe app) and /openapi.yaml
 #   scripts/bench-ab.sh writes LABEL=BINARY[,ENV=VALUE...] ...   POST /documents 300 times, then DELETE
-#                                                                  150 of them, on PostgreSQL + Redis
+#                                                                  150 of them, then 150 turns of one
+#                                                                  day one a request and DELETE 30 of
+#                                                                  them, on PostgreSQL + Redis
 # Builds run in turn, three rounds; each run gets a fresh database and namespace. ENV pairs after a
 # comma go to that build's process, e.g. traced=target/release/mneme,OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4399
 # The pair AB_APP=DIR runs the app whose spin.toml (and components, by its relative paths) are in DIR,
@@ -57,8 +59,14 @@ for i in range(20):
     call("POST", "/documents", doc(10_000 + i))
 posts = [call("POST", "/documents", doc(i)) for i in range(300)]
 deletes = [call("DELETE", f"/documents/ab-{i}") for i in range(0, 300, 2)]
+def turn(i):
+    return json.dumps({"id": f"turn-{i}", "title": "chat", "source_date": "2024-01-01",
+                       "text": f"Turn {i}: we talked about the training plan, sessions per week and the missed workouts."})
+turns = [call("POST", "/documents", turn(i)) for i in range(150)]
+turn_deletes = [call("DELETE", f"/documents/turn-{i}") for i in range(0, 150, 5)]
 q = lambda xs: (statistics.median(xs), statistics.quantiles(xs, n=20)[18])
 print("round %s %s POST /documents p50=%.2fms p95=%.2fms; DELETE p50=%.2fms p95=%.2fms" % (sys.argv[1], sys.argv[2], *q(posts), *q(deletes)))
+print("round %s %s POST a dated turn p50=%.2fms p95=%.2fms; DELETE p50=%.2fms p95=%.2fms" % (sys.argv[1], sys.argv[2], *q(turns), *q(turn_deletes)))
 PY
       kill $pid; wait $pid 2>/dev/null
       psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null

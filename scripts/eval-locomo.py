@@ -12,10 +12,11 @@ Recall is reported for conversations 0-4 (`fit`: the only ones any constant,
 weight or choice of the retrieval may be fitted on), 5-9 (`held_out`) and all
 ten (issue #25).
 
-Usage: eval-locomo.py BASE_URL API_KEY (--bare | --context N) [--dump FILE] [--convs A-B]
+Usage: eval-locomo.py BASE_URL API_KEY (--bare | --context N) [--batch N] [--dump FILE] [--convs A-B]
 --bare sends each turn as a person would: `id`, `title`, `text` and `source_date`
-only, in batches of 128 in the order of the conversation, so whatever context a
-turn is found by is the app's own (D-K29). --context N sends each turn with the
+only, in batches of 128 in the order of the conversation (--batch 1: one turn a
+request, as a chat's turns arrive), so whatever context a turn is found by is the
+app's own (D-K29). --context N sends each turn with the
 text of the N turns before and after it in its session as the document's
 `context` (D-K13), so the app indexes it below the turn's own words and its
 embedding reads it; --context 0 sends an empty `context`, a turn with no words
@@ -94,6 +95,7 @@ def main():
     if bare == ("--context" in sys.argv):
         sys.exit("say --bare, or --context N for the client to send each turn's neighbours")
     context = None if bare else int(sys.argv[sys.argv.index("--context") + 1])
+    batch = int(sys.argv[sys.argv.index("--batch") + 1]) if "--batch" in sys.argv else 128
     first, last = 0, 9
     if "--convs" in sys.argv:
         first, last = (int(x) for x in sys.argv[sys.argv.index("--convs") + 1].split("-"))
@@ -110,8 +112,8 @@ def main():
         call(base, key, "DELETE", "/privacy/delete-all?confirm=true")
         docs = list(turns(conv, context))
         t0 = time.perf_counter()
-        for i in range(0, len(docs), 128):
-            call(base, key, "POST", "/documents", {"documents": docs[i : i + 128]})
+        for i in range(0, len(docs), batch):
+            call(base, key, "POST", "/documents", {"documents": docs[i : i + batch]})
         adding += time.perf_counter() - t0
         for qa in conv["qa"]:
             if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
@@ -132,6 +134,7 @@ def main():
     summary = {
         "questions": len(raw),
         "documents": "bare" if bare else f"context {context}",
+        "batch": batch,
         "seconds": round(time.time() - started, 1),
         "adding_seconds": round(adding, 1),
         "questions_per_split": {s: sum(1 for c in conv_of if c in r) for s, r in SPLITS.items()},

@@ -1,15 +1,18 @@
 //! An OTLP/HTTP receiver on loopback, decoding with the OpenTelemetry
 //! protobuf definitions (`opentelemetry-proto`): what `mneme up` exports
-//! when `OTEL_EXPORTER_OTLP_ENDPOINT` points at it.
+//! when `OTEL_EXPORTER_OTLP_ENDPOINT` points at it, and the log records
+//! Spin exports besides.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -19,6 +22,7 @@ struct Received {
     spans: Vec<Span>,
     metrics: Vec<Metric>,
     resources: Vec<Vec<KeyValue>>,
+    logs: Vec<LogRecord>,
     /// Requests that were not OTLP protobuf (path, content type).
     rejected: Vec<String>,
 }
@@ -55,6 +59,25 @@ impl Receiver {
 
     pub fn metrics(&self) -> Vec<Metric> {
         self.got.lock().unwrap().metrics.clone()
+    }
+
+    /// Log records, in the order they arrived.
+    pub fn logs(&self) -> Vec<LogRecord> {
+        self.got.lock().unwrap().logs.clone()
+    }
+
+    /// The string bodies of the log records of `component`, in the order
+    /// they arrived, joined: Spin exports each write to a guest's stdio as
+    /// a record of its own, so a line may span several.
+    pub fn logged_text(&self, component: &str) -> String {
+        self.logs()
+            .iter()
+            .filter(|r| attr(&r.attributes, "component_id").as_deref() == Some(component))
+            .filter_map(|r| match r.body.as_ref().and_then(|b| b.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => Some(s.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     pub fn resources(&self) -> Vec<Vec<KeyValue>> {
@@ -119,6 +142,17 @@ fn serve(mut s: TcpStream, got: &Mutex<Received>) {
                         for rm in req.resource_metrics {
                             for sm in rm.scope_metrics {
                                 g.metrics.extend(sm.metrics);
+                            }
+                        }
+                    }
+                    Err(e) => g.rejected.push(format!("{first}: undecodable: {e}")),
+                }
+            } else if first.starts_with("POST /v1/logs ") && protobuf {
+                match ExportLogsServiceRequest::decode(&body[..]) {
+                    Ok(req) => {
+                        for rl in req.resource_logs {
+                            for sl in rl.scope_logs {
+                                g.logs.extend(sl.log_records);
                             }
                         }
                     }

@@ -747,8 +747,8 @@ fn a_documents_context_is_searchable_below_its_own_words() {
 
 /// D-K29: a document sent with no context borrows its neighbours' words in
 /// the batch, two on each side that name the same source or day; an empty
-/// context keeps a document to its own words, documents that name neither
-/// lend nothing, and a document sent alone has nothing to borrow.
+/// context keeps a document to its own words, and documents that name
+/// neither lend nothing.
 #[test]
 fn a_batch_lends_each_document_its_neighbours_words() {
     for backend in BACKENDS {
@@ -781,14 +781,15 @@ fn a_batch_lends_each_document_its_neighbours_words() {
         let hit = get(&app, "/search?q=pottery%20class&k=2&corpus=document&mode=text");
         let snippet = hit["results"][1]["snippet"].as_str().unwrap();
         assert!(snippet.contains("signed up") && !snippet.contains("pottery"), "{backend:?}: its own text: {snippet}");
-        // Sent again alone, the turn has no neighbours left to borrow from.
+        // Sent again alone, the turn keeps its place in its run and its
+        // neighbours' words.
         let r = post(
             &app,
             "/documents",
             json!({"id": "m-1", "title": "Mel", "text": "Mel: Yes, I signed up for it yesterday after work.", "source_date": "2023-05-08"}),
         );
         assert_eq!(r.status, 201, "{}", r.body);
-        assert_eq!(ids("pottery%20class"), ["c-1"], "{backend:?}");
+        assert_eq!(ids("pottery%20class"), ["c-1", "m-1"], "{backend:?}");
 
         // A document with a context of its own still lends its text (not
         // that context); null builds one and blank keeps none; an id sent
@@ -811,6 +812,90 @@ fn a_batch_lends_each_document_its_neighbours_words() {
         assert_eq!(ids("stargazing"), ["k-1"], "{backend:?}: a context is not lent on");
         assert_eq!(ids("rowing"), ["d-1", "k-5"], "{backend:?}");
         assert!(ids("sailing").is_empty(), "{backend:?}: the replaced version lends nothing");
+    }
+}
+
+/// D-K29 across requests: turns sent one per request, as a chat or a
+/// meeting's transcript arrives, borrow their run's words as a batch's do;
+/// the turns before a new one are embedded again with it, a replaced turn
+/// keeps its place and lends its new words only, a deleted one lends none,
+/// and an export restored elsewhere keeps the runs going.
+#[test]
+fn turns_sent_one_by_one_lend_each_other_their_words_across_requests() {
+    let turns = [
+        ("a-1", "Ana: Should we book the cabin in the Gerês mountains for August?"),
+        ("b-1", "Bruno: Yes, book it."),
+        ("a-2", "Ana: Done, and I paid the deposit."),
+        ("b-2", "Bruno: Great, thanks."),
+        ("a-3", "Ana: I also found a kayak rental nearby."),
+    ];
+    for backend in BACKENDS {
+        let b = BackendEnv::new(backend);
+        let app = start(&b, None, false);
+        let day = "2024-03-02";
+        for (id, text) in turns {
+            let r = post(&app, "/documents", json!({"id": id, "title": "chat", "text": text, "source_date": day}));
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+        // Another day's and an unsourced note, sent between, lend nothing.
+        post(
+            &app,
+            "/documents",
+            json!({"id": "x-1", "text": "A note on a cabin in Gerês.", "source_date": "2024-03-03"}),
+        );
+        post(&app, "/documents", json!({"id": "x-2", "text": "An undated kayak note."}));
+        let ids = |q: &str| {
+            let mut got = document_ids(&app, &format!("q={}&k=10&mode=text", q.replace(' ', "%20")));
+            got.retain(|id| !id.starts_with('x'));
+            got.sort();
+            got
+        };
+        assert_eq!(
+            ids("Gerês cabin"),
+            ["a-1", "a-2", "b-1"],
+            "{backend:?}: the two turns after it, sent in later requests, read its words"
+        );
+        assert_eq!(ids("deposit"), ["a-1", "a-2", "a-3", "b-1", "b-2"], "{backend:?}: two on each side");
+        assert_eq!(ids("kayak"), ["a-2", "a-3", "b-2"], "{backend:?}: the turns before the last were built again");
+        // Replaced in place: its new words reach its neighbours, its old
+        // ones leave them.
+        let r = post(
+            &app,
+            "/documents",
+            json!({"id": "a-2", "title": "chat", "text": "Ana: Done, the booking is confirmed.", "source_date": day}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert!(ids("deposit").is_empty(), "{backend:?}: {:?}", ids("deposit"));
+        assert_eq!(ids("confirmed"), ["a-1", "a-2", "a-3", "b-1", "b-2"], "{backend:?}");
+        // Deleted: no neighbour keeps its words, and the run closes over
+        // the gap.
+        let auth = bearer();
+        let r = app.request("DELETE", "/documents/a-2", &[("authorization", auth.as_str())], None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(ids("confirmed").is_empty(), "{backend:?}: {:?}", ids("confirmed"));
+        assert_eq!(ids("kayak"), ["a-3", "b-1", "b-2"], "{backend:?}: b-1 now reads a-3");
+        // Exported and restored into a fresh store, the run goes on: a turn
+        // sent after the restore borrows the restored ones' words and
+        // lends them its own.
+        let export = app.request("GET", "/privacy/export", &[("authorization", auth.as_str())], None);
+        assert_eq!(export.status, 200, "{}", export.body);
+        drop(app);
+        let b2 = BackendEnv::new(backend);
+        let app2 = start(&b2, None, false);
+        let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+        let r = app2.request("POST", "/privacy/import", &headers, Some(export.body.as_bytes()));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let r = post(
+            &app2,
+            "/documents",
+            json!({"id": "b-3", "title": "chat", "text": "Bruno: I'll bring the paddles.", "source_date": day}),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let mut found = document_ids(&app2, "q=paddles&k=10&mode=text");
+        found.sort();
+        assert_eq!(found, ["a-3", "b-2", "b-3"], "{backend:?}: the restored run's last two read the new turn");
+        let found = document_ids(&app2, "q=kayak&k=10&mode=text");
+        assert!(found.contains(&"b-3".to_string()), "{backend:?}: the new turn reads the restored ones: {found:?}");
     }
 }
 

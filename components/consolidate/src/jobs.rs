@@ -336,6 +336,7 @@ async fn store_episode(
             context: "",
             date: "",
             meta: &meta,
+            place: search::Place::NONE,
         },
         embedding,
         r.now_ms,

@@ -556,6 +556,7 @@ async fn apply_one(
                     context: "",
                     date: &e.source_date,
                     meta: &meta,
+                    place: search::Place::NONE,
                 };
                 search::put(sql, &new, &item.retrieval, r.now_ms).await?;
             }

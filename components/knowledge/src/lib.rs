@@ -14,6 +14,7 @@ spin_sdk::wit_bindgen::generate!({
     generate_all,
 });
 
+mod documents;
 mod entries;
 mod ingest;
 mod read;
@@ -91,10 +92,10 @@ impl Guest for Stage {
         Ok(read::search(q).await?)
     }
     async fn add_documents(documents: Vec<NewDocument>, now_ms: u64) -> Result<Vec<String>, StageError> {
-        Ok(read::add_documents(documents, now_ms).await?)
+        Ok(documents::add(documents, now_ms).await?)
     }
     async fn delete_document(id: String) -> Result<(), StageError> {
-        Ok(read::delete_document(&id).await?)
+        Ok(documents::delete(&id).await?)
     }
 
     async fn embedder() -> Result<EmbedderCheck, StageError> {

@@ -5,16 +5,16 @@
 use crate::entries::{CORPUS, ENTRY_COLUMNS, entries_by_id, entry_from};
 use mneme_knowledge::entry::{Entry, KnowledgeType};
 use mneme_knowledge::fusion::{self, Mode};
-use mneme_knowledge::{mirror, neighbours, rank, validate};
+use mneme_knowledge::{mirror, rank};
 use mneme_store::{Sql, Value};
-use mneme_substrate::{Fail, Result, Stores, embed_many, query_embedding, random_hex, search};
+use mneme_substrate::{Fail, Result, Stores, embed_many, query_embedding, search};
 use mneme_time::calendar::utc_timestamp;
 use mneme_types::VaultFile;
 use mneme_types::knowledge::{
-    EntriesOnDay, EntryDetail, EntryPage, EntryTimeline, Mirror, NewDocument, PatternView, RankedEntry, RetrieveTimes,
-    Retrieved, SearchHit,
+    EntriesOnDay, EntryDetail, EntryPage, EntryTimeline, Mirror, PatternView, RankedEntry, RetrieveTimes, Retrieved,
+    SearchHit,
 };
-use serde_json::{Value as J, json};
+use serde_json::Value as J;
 
 /// Which entries a listing shows.
 pub struct Listing {
@@ -266,75 +266,6 @@ pub async fn search(r: Query) -> Result<Vec<SearchHit>> {
     Ok(results)
 }
 
-/// Adds (or replaces, by id) documents in the vault search.
-pub async fn add_documents(documents: Vec<NewDocument>, now: u64) -> Result<Vec<String>> {
-    let stores = Stores::open().await?;
-    let ids: Vec<String> =
-        documents.iter().map(|d| d.id.clone().unwrap_or_else(|| format!("doc-{}", random_hex(8)))).collect();
-    // An id given twice in one batch: the later document replaces the
-    // earlier, as two requests in a row would, so the earlier is neither
-    // stored nor lent to its neighbours.
-    let last: Vec<usize> = (0..documents.len()).filter(|&i| !ids[i + 1..].contains(&ids[i])).collect();
-    let docs: Vec<&NewDocument> = last.iter().map(|&i| &documents[i]).collect();
-    // A document that brings no context of its own borrows its neighbours'
-    // words in the batch (D-K29); one that brings any, even an empty one,
-    // keeps it.
-    let placed: Vec<neighbours::Placed> = docs
-        .iter()
-        .map(|d| neighbours::Placed {
-            text: &d.text,
-            source_url: d.source_url.as_deref(),
-            source_date: d.source_date.as_deref(),
-        })
-        .collect();
-    let contexts: Vec<String> = docs
-        .iter()
-        .zip(neighbours::contexts(&placed, neighbours::SIDE))
-        .map(|(d, built)| d.context.clone().unwrap_or(built))
-        .collect();
-    let texts: Vec<String> = docs
-        .iter()
-        .zip(&contexts)
-        .map(|(d, context)| {
-            // The document's own words first: the embedding reads only its
-            // first 256 word pieces.
-            format!("{} {} {context}", d.title.as_deref().unwrap_or(""), d.text).trim().to_string()
-        })
-        .collect();
-    let embeddings = embed_many(&texts)?;
-    let titles: Vec<String> =
-        docs.iter().map(|d| d.title.clone().unwrap_or_else(|| validate::derive_topic(&d.text))).collect();
-    let metas: Vec<J> =
-        docs.iter().map(|d| json!({"source_url": d.source_url, "source_date": d.source_date})).collect();
-    let items: Vec<search::NewItem> = (0..docs.len())
-        .map(|k| search::NewItem {
-            corpus: "document",
-            ref_id: &ids[last[k]],
-            title: &titles[k],
-            body: &docs[k].text,
-            context: &contexts[k],
-            date: docs[k].source_date.as_deref().unwrap_or(""),
-            meta: &metas[k],
-        })
-        .collect();
-    let batch: Vec<(&search::NewItem, &[f32])> = items.iter().zip(embeddings.iter().map(Vec::as_slice)).collect();
-    let kept: Vec<&str> = items.iter().map(|i| i.ref_id).collect();
-    stores
-        .sql
-        .transaction(async |sql: &Sql| {
-            let fail = mneme_substrate::as_store_error;
-            // Replaced documents go first, one by one (few); new ones, most,
-            // cost one read between them.
-            for id in search::present(sql, "document", &kept).await.map_err(fail)? {
-                search::remove(sql, "document", &id).await.map_err(fail)?;
-            }
-            search::put_many(sql, &batch, now).await.map_err(fail)?;
-            Ok(())
-        })
-        .await?;
-    Ok(ids)
-}
-
 /// The vector index's upkeep (D-K16): each corpus in its own transaction,
 /// so a corpus's lists never wait on another's, and each with its own
 /// outcome, so a corpus that fails (a corrupt row, a timeout) does not stop
@@ -346,19 +277,4 @@ pub async fn index_vectors(now_ms: u64) -> Result<Vec<(&'static str, Result<sear
         steps.push((corpus, search::index(&stores.sql, corpus, mneme_knowledge::ivf::DRAIN_BLOCKS, now_ms).await));
     }
     Ok(steps)
-}
-
-/// Removes a document from the vault search.
-pub async fn delete_document(id: &str) -> Result<()> {
-    let stores = Stores::open().await?;
-    let n = stores
-        .sql
-        .transaction(async |sql: &Sql| {
-            search::remove(sql, "document", id).await.map_err(mneme_substrate::as_store_error)
-        })
-        .await?;
-    if n == 0 {
-        return Err(Fail::new("not-found", format!("no document `{id}`")));
-    }
-    Ok(())
 }

@@ -258,7 +258,7 @@ async fn search_page(sql: &Sql, after: &mut String, text: &mut String) -> Result
         .query(
             &format!(
                 "SELECT i.seq, i.corpus, i.ref_id, i.title, i.body, i.context, i.dated, i.meta, i.created_ms,
-                        v.embedding
+                        i.run, i.run_pos, i.lent, v.embedding
                    FROM search_index i LEFT JOIN search_vectors v ON v.seq = i.seq
                   WHERE i.seq > $1 ORDER BY i.seq LIMIT {PAGE_ROWS}"
             ),
@@ -270,10 +270,12 @@ async fn search_page(sql: &Sql, after: &mut String, text: &mut String) -> Result
             text.push(',');
         }
         let mut item = Map::new();
-        for k in ["corpus", "ref_id", "title", "body", "context", "dated", "meta"] {
+        for k in ["corpus", "ref_id", "title", "body", "context", "dated", "meta", "run"] {
             item.insert(k.into(), J::from(r.text(k)?));
         }
         item.insert("created_ms".into(), J::from(r.i64("created_ms")?));
+        item.insert("run_pos".into(), J::from(r.i64("run_pos")?));
+        item.insert("lent".into(), J::from(r.i64("lent")? != 0));
         // An item without its vector (which the index's writers never
         // leave) shows as `null`, which a restore refuses by name.
         let embedding = match r.value("embedding")? {
@@ -437,6 +439,12 @@ struct SearchItem {
     dated: String,
     meta: String,
     created_ms: i64,
+    /// Its run (D-K29); an export from before runs were kept gives none,
+    /// and the run is read from the document's source as migration 0023
+    /// reads it.
+    run: String,
+    run_pos: Option<i64>,
+    lent: bool,
     embedding: Vec<f32>,
 }
 
@@ -446,7 +454,7 @@ fn search_item(n: usize, m: &Map<String, J>) -> Result<SearchItem> {
             Err(Fail::invalid(format!("`search[{n}].{k}` contains U+0000, which cannot be stored")))
         }
         Some(J::String(s)) => Ok(s.clone()),
-        None if k == "context" || k == "dated" => Ok(String::new()),
+        None if k == "context" || k == "dated" || k == "run" => Ok(String::new()),
         _ => Err(Fail::invalid(format!("`search[{n}].{k}` must be a string"))),
     };
     let corpus = text("corpus")?;
@@ -471,13 +479,36 @@ fn search_item(n: usize, m: &Map<String, J>) -> Result<SearchItem> {
         .get("created_ms")
         .and_then(J::as_i64)
         .ok_or_else(|| Fail::invalid(format!("`search[{n}].created_ms` must be a whole number")))?;
+    let run_pos = match m.get("run_pos") {
+        None => None,
+        Some(v) => {
+            Some(v.as_i64().ok_or_else(|| Fail::invalid(format!("`search[{n}].run_pos` must be a whole number")))?)
+        }
+    };
+    let lent = match m.get("lent") {
+        None => false,
+        Some(J::Bool(b)) => *b,
+        Some(_) => return Err(Fail::invalid(format!("`search[{n}].lent` must be true or false"))),
+    };
+    let meta = text("meta")?;
+    let run = match m.get("run") {
+        Some(_) => text("run")?,
+        None if corpus == "document" => {
+            let source: J = serde_json::from_str(&meta).unwrap_or(J::Null);
+            mneme_knowledge::neighbours::run_key(source["source_url"].as_str(), source["source_date"].as_str())
+        }
+        None => String::new(),
+    };
     Ok(SearchItem {
+        run,
+        run_pos,
+        lent,
         ref_id: text("ref_id")?,
         title: text("title")?,
         body: text("body")?,
         context: text("context")?,
         dated: text("dated")?,
-        meta: text("meta")?,
+        meta,
         corpus,
         created_ms,
         embedding,
@@ -767,6 +798,11 @@ async fn restore_search(sql: &Sql, items: &[SearchItem]) -> Result<(u64, u64)> {
                         dated: i.dated.clone(),
                         meta: i.meta.clone(),
                         created_ms: i.created_ms,
+                        place: search::Place {
+                            run: &i.run,
+                            pos: i.run_pos.or((i.run.is_empty()).then_some(0)),
+                            lent: i.lent,
+                        },
                     };
                     (stored, i.embedding.as_slice())
                 })

@@ -111,9 +111,44 @@ pub fn new_id() -> String {
     random_hex(16)
 }
 
-/// all-MiniLM-L6-v2 embeddings (384 dimensions) of several texts in one
-/// host call, behind Spin's `generate-embeddings`.
+/// all-MiniLM-L6-v2 embeddings (384 dimensions) of several texts, behind
+/// Spin's `generate-embeddings`: one text's vector whatever it is sent
+/// with (D-K30).
+///
+/// A batch is one host call, and the host may spread it over its cores, but
+/// a host may also let a batch change a text's vector: Spin 4.1's own
+/// embedder pads every text of a batch to the longest and averages over the
+/// padding. So before a batch the host is asked, with two short texts,
+/// whether [`PROBE`] (one word piece, the text padding changes most) comes
+/// out of a batch as it comes out alone; when it does not, every text is
+/// embedded in a call of its own. Asked before every batch, so nothing an
+/// instance remembers decides it, and at the price of three embeddings of
+/// a few word pieces.
 pub fn embed_many(texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    if texts.len() < 2 || batches_exactly()? {
+        return embed_call(texts);
+    }
+    texts.iter().map(|t| Ok(embed_call(std::slice::from_ref(t))?.remove(0))).collect()
+}
+
+/// The text a host's batches are checked with: one word piece.
+const PROBE: &str = "a";
+
+/// Whether the host embeds [`PROBE`] beside a longer text as it does alone.
+fn batches_exactly() -> Result<bool> {
+    let pair = embed_call(&[PROBE.to_string(), "a text a few word pieces longer".to_string()])?;
+    let alone = embed_call(&[PROBE.to_string()])?;
+    Ok(pair.first().zip(alone.first()).is_some_and(|(p, a)| same_vector(p, a)))
+}
+
+/// Whether two embeddings of one text are the same, up to the rounding a
+/// host's threads may add.
+fn same_vector(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5)
+}
+
+/// One `generate-embeddings` call.
+fn embed_call(texts: &[String]) -> Result<Vec<Vec<f32>>> {
     if texts.is_empty() {
         return Ok(Vec::new());
     }

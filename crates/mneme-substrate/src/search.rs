@@ -36,6 +36,24 @@ pub struct NewItem<'a> {
     /// for the day it is indexed (UTC).
     pub date: &'a str,
     pub meta: &'a serde_json::Value,
+    /// Its place in a run of documents ([`Place::NONE`] for an item in
+    /// none).
+    pub place: Place<'a>,
+}
+
+/// Where an item sits in a run of documents that lend each other their
+/// words (D-K29): the run's key (`neighbours::run_key`, empty for none),
+/// its position in the run (`None`: after the run's last, given under the
+/// corpus lock), and whether its context was built from its neighbours.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Place<'a> {
+    pub run: &'a str,
+    pub pos: Option<i64>,
+    pub lent: bool,
+}
+
+impl Place<'_> {
+    pub const NONE: Place<'static> = Place { run: "", pos: Some(0), lent: false };
 }
 
 /// Adds an item; returns its sequence number. Call inside the caller's
@@ -45,7 +63,7 @@ pub async fn put(sql: &Sql, item: &NewItem<'_>, embedding: &[f32], now_ms: u64) 
     seqs.first().copied().ok_or_else(|| Fail::new("internal", "insert returned no sequence number"))
 }
 
-/// Rows per multi-row `INSERT` (8 parameters each: well inside both
+/// Rows per multi-row `INSERT` (11 parameters each: well inside both
 /// databases' limits).
 const ROWS_PER_INSERT: usize = 50;
 
@@ -66,7 +84,7 @@ pub async fn put_many(sql: &Sql, items: &[(&NewItem<'_>, &[f32])], now_ms: u64) 
     let rows: Vec<(Stored<'_>, &[f32])> = items
         .iter()
         .map(|(item, embedding)| {
-            let NewItem { corpus, ref_id, title, body, context, date, meta } = **item;
+            let NewItem { corpus, ref_id, title, body, context, date, meta, place } = **item;
             let stored = Stored {
                 corpus,
                 ref_id,
@@ -76,6 +94,7 @@ pub async fn put_many(sql: &Sql, items: &[(&NewItem<'_>, &[f32])], now_ms: u64) 
                 dated: dated(date, now_ms),
                 meta: meta.to_string(),
                 created_ms: now_ms as i64,
+                place,
             };
             (stored, *embedding)
         })
@@ -95,6 +114,7 @@ pub struct Stored<'a> {
     pub dated: String,
     pub meta: String,
     pub created_ms: i64,
+    pub place: Place<'a>,
 }
 
 /// Adds stored items of one corpus at once, as [`put_many`] does (its
@@ -120,14 +140,16 @@ pub async fn put_stored(sql: &Sql, items: &[(Stored<'_>, &[f32])]) -> Result<Vec
         ids.push(item.ref_id);
     }
     lock(sql, corpus).await?;
+    let positions = positions(sql, corpus, items).await?;
     let mut seqs = Vec::with_capacity(items.len());
-    for chunk in items.chunks(ROWS_PER_INSERT) {
-        let mut params: Vec<Value> = Vec::with_capacity(chunk.len() * 8);
+    for (chunk, at) in items.chunks(ROWS_PER_INSERT).zip(positions.chunks(ROWS_PER_INSERT)) {
+        let mut params: Vec<Value> = Vec::with_capacity(chunk.len() * 11);
         let rows: Vec<String> = chunk
             .iter()
+            .zip(at)
             .enumerate()
-            .map(|(i, (item, _))| {
-                let Stored { corpus, ref_id, title, body, context, dated, meta, created_ms } = item;
+            .map(|(i, ((item, _), pos))| {
+                let Stored { corpus, ref_id, title, body, context, dated, meta, created_ms, place } = item;
                 params.extend([
                     (*corpus).into(),
                     (*ref_id).into(),
@@ -137,14 +159,17 @@ pub async fn put_stored(sql: &Sql, items: &[(Stored<'_>, &[f32])]) -> Result<Vec
                     dated.as_str().into(),
                     meta.as_str().into(),
                     (*created_ms).into(),
+                    place.run.into(),
+                    (*pos).into(),
+                    i64::from(place.lent).into(),
                 ]);
-                format!("({})", in_list(i * 8 + 1, 8))
+                format!("({})", in_list(i * 11 + 1, 11))
             })
             .collect();
         let returned = sql
             .query(
                 &format!(
-                    "INSERT INTO search_index (corpus, ref_id, title, body, context, dated, meta, created_ms)
+                    "INSERT INTO search_index (corpus, ref_id, title, body, context, dated, meta, created_ms, run, run_pos, lent)
                      VALUES {} RETURNING seq, ref_id",
                     rows.join(", ")
                 ),
@@ -187,9 +212,140 @@ pub async fn put_stored(sql: &Sql, items: &[(Stored<'_>, &[f32])]) -> Result<Vec
     Ok(seqs)
 }
 
+/// Each item's position in its run: the one it brings, or, in order, the
+/// next after its run's last, stored or brought (read under the corpus
+/// lock, so two writers appending to one run queue rather than share a
+/// position).
+async fn positions(sql: &Sql, corpus: &str, items: &[(Stored<'_>, &[f32])]) -> Result<Vec<i64>> {
+    let mut next: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (item, _) in items {
+        let run = item.place.run;
+        out.push(match item.place.pos {
+            Some(pos) => pos,
+            None if run.is_empty() => 0,
+            None => {
+                if !next.contains_key(run) {
+                    let last = sql
+                        .query(
+                            "SELECT max(run_pos) AS last FROM search_index WHERE corpus = $1 AND run = $2",
+                            &[corpus.into(), run.into()],
+                        )
+                        .await?
+                        .first()
+                        .map(|r| r.opt_i64("last"))
+                        .transpose()?
+                        .flatten();
+                    // The batch's own positions count too: a neighbour
+                    // written back with its context built again was
+                    // removed from the run a moment ago.
+                    let brought =
+                        items.iter().filter(|(i, _)| i.place.run == run).filter_map(|(i, _)| i.place.pos).max();
+                    next.insert(run, last.max(brought).map_or(1, |l| l + 1));
+                }
+                let pos = next.get_mut(run).expect("inserted above");
+                *pos += 1;
+                *pos - 1
+            }
+        });
+    }
+    // A position brought by one item and given to another of the batch
+    // would tie; ties are read in sequence order, so nothing is lost.
+    Ok(out)
+}
+
+/// A document of a run as its neighbours read it, with what a rewrite of
+/// its context keeps.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub ref_id: String,
+    pub title: String,
+    pub body: String,
+    pub context: String,
+    pub dated: String,
+    pub meta: String,
+    pub created_ms: i64,
+    pub run: String,
+    pub pos: i64,
+    pub lent: bool,
+}
+
+const RUN_COLUMNS: &str = "ref_id, title, body, context, dated, meta, created_ms, run, run_pos, lent";
+
+fn run_row(r: &Row) -> Result<RunRow> {
+    Ok(RunRow {
+        ref_id: r.text("ref_id")?,
+        title: r.text("title")?,
+        body: r.text("body")?,
+        context: r.text("context")?,
+        dated: r.text("dated")?,
+        meta: r.text("meta")?,
+        created_ms: r.i64("created_ms")?,
+        run: r.text("run")?,
+        pos: r.i64("run_pos")?,
+        lent: r.i64("lent")? != 0,
+    })
+}
+
+/// The rows of `ids` that the corpus holds, with their places.
+pub async fn rows_of(sql: &Sql, corpus: &str, ids: &[&str]) -> Result<Vec<RunRow>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut params: Vec<Value> = vec![corpus.into()];
+    params.extend(ids.iter().map(|id| Value::from(*id)));
+    let rows = sql
+        .query(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM search_index WHERE corpus = $1 AND ref_id IN ({})",
+                in_list(2, ids.len())
+            ),
+            &params,
+        )
+        .await?;
+    rows.iter().map(run_row).collect()
+}
+
+/// Which rows of a run to read: up to `n` before a position, those from
+/// one position to another, or up to `n` after a position.
+#[derive(Debug, Clone, Copy)]
+pub enum Stretch {
+    Before(i64, usize),
+    Between(i64, i64),
+    After(i64, usize),
+}
+
+/// A stretch of a run, in order (position, then sequence).
+pub async fn run_rows(sql: &Sql, corpus: &str, run: &str, stretch: Stretch) -> Result<Vec<RunRow>> {
+    let (cond, order, limit, a, b) = match stretch {
+        Stretch::Before(pos, n) => ("run_pos < $3", "DESC", Some(n), pos, 0),
+        Stretch::Between(lo, hi) => ("run_pos BETWEEN $3 AND $4", "ASC", None, lo, hi),
+        Stretch::After(pos, n) => ("run_pos > $3", "ASC", Some(n), pos, 0),
+    };
+    let mut params: Vec<Value> = vec![corpus.into(), run.into(), a.into()];
+    if matches!(stretch, Stretch::Between(..)) {
+        params.push(b.into());
+    }
+    let rows = sql
+        .query(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM search_index WHERE corpus = $1 AND run = $2 AND {cond}
+                 ORDER BY run_pos {order}, seq {order}{}",
+                limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default()
+            ),
+            &params,
+        )
+        .await?;
+    let mut out: Vec<RunRow> = rows.iter().map(run_row).collect::<Result<_>>()?;
+    if matches!(stretch, Stretch::Before(..)) {
+        out.reverse();
+    }
+    Ok(out)
+}
+
 /// The words `date` is found by, or those of `now_ms`'s day when it is
 /// empty (D-K19).
-fn dated(date: &str, now_ms: u64) -> String {
+pub fn dated(date: &str, now_ms: u64) -> String {
     if date.trim().is_empty() {
         fusion::date_words(&mneme_time::calendar::format_date(now_ms as i64 / 86_400_000))
     } else {

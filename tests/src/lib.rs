@@ -159,6 +159,18 @@ fn absolute_source(line: &str, base: &Path) -> String {
     }
 }
 
+/// Every Rust file under `dir`, into `out`.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
 /// Every scheduled job of the app, as the tick endpoint names them.
 pub const TICK_JOBS: [&str; 11] = [
     "migrate",

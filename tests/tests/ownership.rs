@@ -11,6 +11,7 @@
 //! counted: they are the two generic writers every data table has. The
 //! hosts (`mneme-runner`, the migrations) are not features.
 
+use mneme_e2e::rust_files;
 use regex_lite::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -80,17 +81,6 @@ const KNOWN_SHARED: &[(&str, &[&str])] = &[
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The text of a source file before its tests (`#[cfg(test)]` modules sit

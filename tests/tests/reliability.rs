@@ -137,21 +137,7 @@ fn a_lock_held_elsewhere_gets_a_503_naming_it_and_leaves_no_half_write() {
     // request's turn, so with them the answer comes 5 s later per job in
     // line (RELIABILITY.md). The bound asserted here is the request's own.
     let dir = tempfile::tempdir().unwrap();
-    let quiet = mneme_e2e::without_crons(
-        dir.path(),
-        &[
-            "heartbeat",
-            "reminders",
-            "knowledge",
-            "index",
-            "tools",
-            "tasks",
-            "consolidate",
-            "drift",
-            "regulate",
-            "reflect",
-        ],
-    );
+    let quiet = mneme_e2e::without_crons(dir.path(), &mneme_e2e::TICK_JOBS[1..]);
     for backend in BACKENDS {
         let b = BackendEnv::new(backend);
         let app = App::start(&quiet, &test_env(&b, None));

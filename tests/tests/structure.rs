@@ -7,6 +7,7 @@
 //! today is listed below, a new breach fails, and so does a listed one that
 //! is gone (take it off the list, so it cannot come back).
 
+use mneme_e2e::rust_files;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -44,17 +45,6 @@ fn units() -> Vec<String> {
     }
     out.sort();
     out
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The module path of a file under `src`: `a/b.rs` and `a/b/mod.rs` are

@@ -289,21 +289,19 @@ fn run_row(r: &Row) -> Result<RunRow> {
 
 /// The rows of `ids` that the corpus holds, with their places.
 pub async fn rows_of(sql: &Sql, corpus: &str, ids: &[&str]) -> Result<Vec<RunRow>> {
+    by_ids(sql, corpus, ids, RUN_COLUMNS).await?.iter().map(run_row).collect()
+}
+
+/// `columns` of the rows of `ids` that the corpus holds, in one read.
+async fn by_ids(sql: &Sql, corpus: &str, ids: &[&str], columns: &str) -> Result<Vec<Row>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     let mut params: Vec<Value> = vec![corpus.into()];
     params.extend(ids.iter().map(|id| Value::from(*id)));
-    let rows = sql
-        .query(
-            &format!(
-                "SELECT {RUN_COLUMNS} FROM search_index WHERE corpus = $1 AND ref_id IN ({})",
-                in_list(2, ids.len())
-            ),
-            &params,
-        )
-        .await?;
-    rows.iter().map(run_row).collect()
+    let statement =
+        format!("SELECT {columns} FROM search_index WHERE corpus = $1 AND ref_id IN ({})", in_list(2, ids.len()));
+    Ok(sql.query(&statement, &params).await?)
 }
 
 /// Which rows of a run to read: up to `n` before a position, those from
@@ -798,21 +796,7 @@ async fn write_block(sql: &Sql, corpus: &str, block: i64, b: &Block) -> Result<(
 
 /// Which of `ids` the corpus holds, in one read.
 pub async fn present(sql: &Sql, corpus: &str, ids: &[&str]) -> Result<Vec<String>> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut params: Vec<Value> = vec![corpus.into()];
-    params.extend(ids.iter().map(|id| Value::from(*id)));
-    let rows = sql
-        .query(
-            &format!(
-                "SELECT DISTINCT ref_id FROM search_index WHERE corpus = $1 AND ref_id IN ({})",
-                in_list(2, ids.len())
-            ),
-            &params,
-        )
-        .await?;
-    rows.iter().map(|r| Ok(r.text("ref_id")?)).collect()
+    by_ids(sql, corpus, ids, "DISTINCT ref_id").await?.iter().map(|r| Ok(r.text("ref_id")?)).collect()
 }
 
 /// Removes an item, its embedding and its signatures from search, and

@@ -141,8 +141,13 @@ pub async fn add(documents: Vec<NewDocument>, now: u64) -> Result<Vec<String>> {
     let runs: Vec<String> =
         docs.iter().map(|d| neighbours::run_key(d.source_url.as_deref(), d.source_date.as_deref())).collect();
     // What the store holds of these ids: one replaced within its own run
-    // keeps its place there; one that changes run leaves the old one.
-    let old = search::rows_of(sql, CORPUS, &kept).await?;
+    // keeps its place there; one that changes run leaves the old one. Only
+    // an id the client sent can name a stored document, so a batch of new
+    // documents reads nothing before its embeddings (under Spin, twenty
+    // such reads at once, each opening its connection, outwaited the
+    // store's deadline).
+    let given: Vec<&str> = last.iter().filter(|&&i| documents[i].id.is_some()).map(|&i| ids[i].as_str()).collect();
+    let old = search::rows_of(sql, CORPUS, &given).await?;
     let mut changes: std::collections::BTreeMap<&str, RunChange> = Default::default();
     let mut places: Vec<Option<i64>> = vec![Some(0); docs.len()];
     for (k, run) in runs.iter().enumerate() {

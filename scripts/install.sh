@@ -42,6 +42,12 @@ fi
 # What only the tests need (`install.sh --test`, which scripts/test.sh runs).
 [ "${1:-}" = "--test" ] || exit 0
 
+# clippy, which the test command runs over every crate and component.
+if ! cargo clippy --version >/dev/null 2>&1; then
+  say "adding clippy"
+  rustup component add clippy
+fi
+
 # The web app's browser tests: Debian's Chromium, driven by playwright-core
 # from npm (Playwright's own browser download cannot work here).
 if [ ! -x /usr/bin/chromium ]; then

@@ -5,10 +5,19 @@ source "$(dirname "$0")/lib.sh"
 "$ROOT/scripts/install.sh" --test
 "$ROOT/scripts/build.sh"
 export MNEME_MODELS_DIR="$MODELS_DIR"
+# clippy over every native crate and test, and every component for its wasm
+# target: a warning fails the run (#52).
+status=0
+say "clippy"
+cargo clippy --quiet --release --workspace --all-targets -- -D warnings || status=$?
+components=()
+for d in components/* tests/fixtures/probe-*; do
+  components+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$ROOT/$d/Cargo.toml" | head -1)")
+done
+(cd "$ROOT" && cargo clippy --quiet --release --target wasm32-wasip2 "${components[@]}" -- -D warnings) || status=$?
 say "running the tests"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-status=0
 report="$ROOT/target/e2e-runner-only.txt"
 rm -f "$report"
 # MNEME_E2E_RUNNER=<a Spin-compatible binary, e.g. spin> runs the end-to-end

@@ -714,6 +714,7 @@ fn pg_sdk_error(e: pg::Error) -> StoreError {
 pub fn server_gave_up(code: &str) -> Option<&'static str> {
     Some(match code {
         "55P03" => "waited 3.8 s (lock_timeout) for a lock another writer holds",
+        "40P01" => "ended the transaction to break a deadlock with another writer",
         "57014" => "cancelled the statement (its time limit, or an operator)",
         "25P03" => "ended a transaction left idle",
         "57P01" | "57P02" | "57P03" => "is shutting down or not yet accepting connections",
@@ -724,10 +725,12 @@ pub fn server_gave_up(code: &str) -> Option<&'static str> {
 }
 
 /// The code of a statement the server ended ([`server_gave_up`]): a lock
-/// another writer held past `lock_timeout` is `store-busy`, as SQLite's
-/// held file is (D-F38); the rest, `store-unavailable`.
+/// another writer held past `lock_timeout`, or a deadlock with another
+/// writer whose victim this transaction was (rolled back whole), is
+/// `store-busy`, as SQLite's held file is (D-F38); the rest,
+/// `store-unavailable`.
 fn gave_up_code(sqlstate: &str) -> &'static str {
-    if sqlstate == "55P03" { "store-busy" } else { "store-unavailable" }
+    if sqlstate == "55P03" || sqlstate == "40P01" { "store-busy" } else { "store-unavailable" }
 }
 
 fn pg_error(e: pg::PgError) -> StoreError {
@@ -809,10 +812,12 @@ mod tests {
     #[test]
     fn the_servers_own_bounds_are_unavailability_not_bad_sql() {
         use super::server_gave_up as g;
-        for code in ["55P03", "57014", "25P03", "57P01", "57P03", "53300", "08006", "08003"] {
+        for code in ["55P03", "40P01", "57014", "25P03", "57P01", "57P03", "53300", "08006", "08003"] {
             assert!(g(code).is_some(), "{code}");
         }
         assert!(g("55P03").unwrap().contains("lock"));
+        assert!(g("40P01").unwrap().contains("deadlock"));
+        assert_eq!((super::gave_up_code("40P01"), super::gave_up_code("57014")), ("store-busy", "store-unavailable"));
         for code in ["42601", "23505", "22P02", "40001", "XX000"] {
             assert_eq!(g(code), None, "{code} is the statement's own error");
         }

@@ -244,7 +244,7 @@ pub async fn delete(id: &str) -> Result<()> {
         _ => Vec::new(),
     };
     let texts: Vec<String> = rebuilt.iter().map(|b| embedded(&b.row.title, &b.row.body, &b.context)).collect();
-    let embeddings = if texts.is_empty() { Vec::new() } else { embed_many(&texts)? };
+    let embeddings = embed_many(&texts)?;
     let items: Vec<(Stored, &[f32])> = rebuilt.iter().zip(&embeddings).map(|(b, e)| (again(b), e.as_slice())).collect();
     let n = sql
         .transaction(async |sql: &Sql| {

@@ -45,7 +45,7 @@ pub struct NewItem<'a> {
 /// words (D-K29): the run's key (`neighbours::run_key`, empty for none),
 /// its position in the run (`None`: after the run's last, given under the
 /// corpus lock), and whether its context was built from its neighbours.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Place<'a> {
     pub run: &'a str,
     pub pos: Option<i64>,
